@@ -1,0 +1,206 @@
+"""Typed configuration: YAML (OmegaConf) + CLI overrides -> validated pydantic models.
+
+An app declares its settings as a tree of :class:`StrictModel` subclasses; every YAML section is
+one model, so a typo or a wrong type is caught before anything starts::
+
+    cfg = load_config(GRPOConfig, "configs/grpo_tiny.yaml", ["trainer.lr=3e-4", "~metrics.tensorboard"])
+
+Overrides use OmegaConf's dotlist syntax (``key.sub=value``, YAML-typed values) plus ``~key``
+to delete a key. Interpolation (``${trainer.lr}``) and resolvers (``${oc.env:HOME}``) resolve
+before validation. Errors raise :class:`ConfigError`, whose message names the dotted key path,
+the bad value, what was expected and, for unknown keys, the closest valid key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+__all__ = [
+    "ConfigError",
+    "StrictModel",
+    "apply_overrides",
+    "load_config",
+    "run_app",
+    "to_yaml",
+]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class StrictModel(BaseModel):
+    """Base for every settings model: unknown keys are errors, values are validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ConfigError(ValueError):
+    """A configuration could not be loaded or did not validate; the message is for humans."""
+
+
+def apply_overrides(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
+    """Apply ``key.sub=value`` and ``~key.sub`` overrides to ``cfg`` in order; returns a new config."""
+    cfg = cfg.copy()
+    for item in overrides:
+        if item.startswith("~"):
+            _delete_key(cfg, item[1:])
+            continue
+        if "=" not in item:
+            raise ConfigError(
+                f"override {item!r} is not of the form key.sub=value or ~key.sub"
+            )
+        key, _, raw = item.partition("=")
+        if not key:
+            raise ConfigError(f"override {item!r} has an empty key")
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            value = raw
+        try:
+            OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+        except OmegaConfBaseException as err:
+            raise ConfigError(f"override {item!r} could not be applied: {err}") from err
+    return cfg
+
+
+def _delete_key(cfg: DictConfig, dotted: str) -> None:
+    parent_path, _, leaf = dotted.rpartition(".")
+    parent = OmegaConf.select(cfg, parent_path) if parent_path else cfg
+    if not isinstance(parent, (DictConfig, ListConfig)) or leaf not in parent:
+        raise ConfigError(f"cannot delete {dotted!r}: no such key in the config")
+    del parent[leaf]
+
+
+def load_config(
+    schema: type[M],
+    path: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    base: dict[str, Any] | None = None,
+) -> M:
+    """Load ``path`` (YAML), apply ``overrides``, resolve interpolations and validate into ``schema``."""
+    cfg = OmegaConf.create(base or {})
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist")
+        try:
+            cfg = OmegaConf.merge(cfg, OmegaConf.load(path))
+        except (OmegaConfBaseException, yaml.YAMLError) as err:
+            raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from err
+    cfg = apply_overrides(cfg, overrides)
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"config interpolation failed: {err}") from err
+    return validate(schema, data)
+
+
+def validate(schema: type[M], data: Any) -> M:
+    """Validate plain data into ``schema``, converting pydantic errors into a :class:`ConfigError`."""
+    try:
+        return schema.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(schema, err)) from None
+
+
+def format_validation_error(schema: type[BaseModel], err: ValidationError) -> str:
+    """One line per problem: ``key.path: <what is wrong> (got <value>)``, with typo suggestions."""
+    lines = [f"invalid {schema.__name__} config ({err.error_count()} problem(s)):"]
+    for e in err.errors(include_url=False):
+        loc = [str(p) for p in e["loc"]]
+        path = ".".join(loc) or "<root>"
+        value = e.get("input")
+        if e["type"] == "extra_forbidden":
+            valid = _fields_at(schema, loc[:-1])
+            hint = difflib.get_close_matches(loc[-1], valid, n=1, cutoff=0.5)
+            msg = f"  {path}: unknown key"
+            if hint:
+                msg += f"; did you mean {'.'.join(loc[:-1] + [hint[0]])!r}?"
+            msg += f" (valid keys here: {', '.join(sorted(valid)) or 'none'})"
+        elif e["type"] == "missing":
+            msg = f"  {path}: required key is missing"
+        else:
+            msg = f"  {path}: {e['msg']} (got {value!r})"
+        lines.append(msg)
+    return "\n".join(lines)
+
+
+def _fields_at(schema: type[BaseModel], loc: list[str]) -> list[str]:
+    """Field names of the sub-model reached by following ``loc`` from ``schema``, if any."""
+    model: Any = schema
+    for part in loc:
+        model = _submodel(model, part)
+        if model is None:
+            return []
+    return list(model.model_fields) if _is_model(model) else []
+
+
+def _submodel(model: Any, part: str) -> Any:
+    if not _is_model(model):
+        return None
+    field = model.model_fields.get(part)
+    if field is None:
+        return None
+    return _first_model_in(field.annotation)
+
+
+def _first_model_in(annotation: Any) -> Any:
+    if _is_model(annotation):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _first_model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_model(obj: Any) -> bool:
+    return isinstance(obj, type) and issubclass(obj, BaseModel)
+
+
+def to_yaml(model: BaseModel) -> str:
+    """The fully resolved config as YAML (what ``--print-config`` shows)."""
+    return yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False)
+
+
+def parse_app_args(argv: Sequence[str] | None, description: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--config", required=True, help="YAML config file")
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the resolved config and exit"
+    )
+    parser.add_argument(
+        "overrides", nargs="*", help="key.sub=value overrides, ~key.sub to delete a key"
+    )
+    return parser.parse_args(argv)
+
+
+def run_app(
+    schema: type[M],
+    main: Callable[[M], Any],
+    argv: Sequence[str] | None = None,
+    description: str = "",
+) -> Any:
+    """Entry point shared by apps: parse ``--config``/overrides, validate, then call ``main(cfg)``.
+
+    A config problem prints the message to stderr and exits with status 2.
+    """
+    args = parse_app_args(argv, description)
+    try:
+        cfg = load_config(schema, args.config, args.overrides)
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if args.print_config:
+        print(to_yaml(cfg), end="")
+        return None
+    return main(cfg)
