@@ -75,9 +75,12 @@ def apply_overrides(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
 def _delete_key(cfg: DictConfig, dotted: str) -> None:
     parent_path, _, leaf = dotted.rpartition(".")
     parent = OmegaConf.select(cfg, parent_path) if parent_path else cfg
-    if not isinstance(parent, (DictConfig, ListConfig)) or leaf not in parent:
+    if isinstance(parent, ListConfig) and leaf.isdigit() and int(leaf) < len(parent):
+        del parent[int(leaf)]
+    elif isinstance(parent, DictConfig) and leaf in parent:
+        del parent[leaf]
+    else:
         raise ConfigError(f"cannot delete {dotted!r}: no such key in the config")
-    del parent[leaf]
 
 
 def load_config(
@@ -129,7 +132,9 @@ def format_validation_error(schema: type[BaseModel], err: ValidationError) -> st
         elif e["type"] == "missing":
             msg = f"  {path}: required key is missing"
         else:
-            msg = f"  {path}: {e['msg']} (got {value!r})"
+            expected = _annotation_at(schema, loc)
+            msg = f"  {path}: {e['msg']} (got {value!r}"
+            msg += f"; expected {expected})" if expected else ")"
         lines.append(msg)
     return "\n".join(lines)
 
@@ -142,6 +147,21 @@ def _fields_at(schema: type[BaseModel], loc: list[str]) -> list[str]:
         if model is None:
             return []
     return list(model.model_fields) if _is_model(model) else []
+
+
+def _annotation_at(schema: type[BaseModel], loc: list[str]) -> str | None:
+    """A readable form of the declared type at ``loc`` (e.g. ``float``), if it is a model field."""
+    if not loc:
+        return None
+    parent: Any = schema
+    for part in loc[:-1]:
+        parent = _submodel(parent, part)
+        if parent is None:
+            return None
+    if not _is_model(parent) or loc[-1] not in parent.model_fields:
+        return None
+    annotation = parent.model_fields[loc[-1]].annotation
+    return getattr(annotation, "__name__", None) if isinstance(annotation, type) else str(annotation)
 
 
 def _submodel(model: Any, part: str) -> Any:
