@@ -1,0 +1,238 @@
+"""Shared-memory tensor store for one host: trainer and generators in any processes of the host.
+
+Layout under ``root/namespace`` (``/dev/shm`` by default, so nothing touches a disk)::
+
+    segments/<id>   flat byte buffers, preallocated and reused across versions
+    keys/<key>.json where each tensor of a key lives: segment, offset, dtype, shape
+
+Freshly created shared memory fills slowly (page faults, ~0.5 GB/s here), so a put reuses any
+segment that no key references any more and that is large enough; publishing version v+1 and
+deleting version v-1 therefore cycles between two warm segments. Segments stay mapped in each
+process that used them.
+
+Consistency: a writer fills a segment under an exclusive ``flock`` and only then publishes the
+key's metadata (atomic rename), so readers never see half-written data. A reader holds a shared
+lock on the segment while copying and re-checks afterwards that the key still points at the same
+write (``token``); a writer never takes a segment a reader holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import mmap
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from forge_kernels.store.base import StateDict, TensorStore
+
+__all__ = ["ShmTensorStore"]
+
+_ALIGN = 64
+_SINGLE = "__tensor__"  # the one entry of a key stored with put()
+
+
+@dataclass
+class _Segment:
+    name: str
+    fd: int
+    size: int
+    buffer: mmap.mmap
+
+
+class ShmTensorStore(TensorStore):
+    """Tensor store over files in a tmpfs directory shared by the processes of one host."""
+
+    def __init__(self, namespace: str = "default", root: str | os.PathLike = "/dev/shm/forge_kernels"):
+        if not namespace or "/" in namespace or namespace.startswith("."):
+            raise ValueError(f"namespace must be a plain name, got {namespace!r}")
+        self.dir = Path(root) / namespace
+        (self.dir / "segments").mkdir(parents=True, exist_ok=True)
+        (self.dir / "keys").mkdir(parents=True, exist_ok=True)
+        self._segments: dict[str, _Segment] = {}
+
+    # ---------------------------------------------------------------------------------- async API
+
+    async def put(self, key: str, tensor: torch.Tensor) -> None:
+        await asyncio.to_thread(self.put_state_dict_sync, {_SINGLE: tensor}, key)
+
+    async def get(self, key: str, inplace_tensor: torch.Tensor | None = None) -> torch.Tensor:
+        user = None if inplace_tensor is None else {_SINGLE: inplace_tensor}
+        result = await asyncio.to_thread(self.get_state_dict_sync, key, user)
+        if set(result) != {_SINGLE}:
+            raise TypeError(f"key {key!r} holds a state dict, not a tensor: use get_state_dict")
+        return result[_SINGLE]
+
+    async def put_state_dict(self, state_dict: StateDict, key: str) -> None:
+        await asyncio.to_thread(self.put_state_dict_sync, state_dict, key)
+
+    async def get_state_dict(self, key: str, user_state_dict: StateDict | None = None) -> StateDict:
+        return await asyncio.to_thread(self.get_state_dict_sync, key, user_state_dict)
+
+    async def delete(self, key: str) -> None:
+        self.delete_sync(key)
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        return self.keys_sync(prefix)
+
+    async def close(self) -> None:
+        self.close_sync()
+
+    # ----------------------------------------------------------------------------------- sync core
+
+    def put_state_dict_sync(self, state_dict: StateDict, key: str) -> None:
+        """Copy ``state_dict`` into a (reused) segment and publish it under ``key``."""
+        _check_key(key)
+        entries, total = [], 0
+        for name, tensor in state_dict.items():
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(f"state dict entry {name!r} is a {type(tensor).__name__}, not a tensor")
+            nbytes = tensor.numel() * tensor.element_size()
+            entries.append({"name": name, "dtype": str(tensor.dtype).removeprefix("torch."),
+                            "shape": list(tensor.shape), "offset": total, "nbytes": nbytes})
+            total += -(-nbytes // _ALIGN) * _ALIGN
+        segment = self._acquire_segment(max(total, _ALIGN))
+        try:
+            for entry, tensor in zip(entries, state_dict.values(), strict=True):
+                self._view(segment, entry).copy_(tensor.detach().reshape(entry["shape"]))
+            meta = {"segment": segment.name, "token": uuid.uuid4().hex, "tensors": entries}
+            tmp = self._key_path(key).with_suffix(f".tmp{os.getpid()}")
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(meta))
+            os.replace(tmp, self._key_path(key))  # publish atomically
+        finally:
+            fcntl.flock(segment.fd, fcntl.LOCK_UN)
+
+    def get_state_dict_sync(self, key: str, user_state_dict: StateDict | None = None) -> StateDict:
+        """Read ``key``; copies into ``user_state_dict``'s tensors when given (names must match)."""
+        for _ in range(100):
+            meta = self._read_meta(key)
+            segment = self._open_segment(meta["segment"])
+            fcntl.flock(segment.fd, fcntl.LOCK_SH)
+            try:
+                if self._read_meta(key, missing_ok=True) != meta:
+                    continue  # replaced or deleted while we waited for the lock: read again
+                return self._copy_out(key, segment, meta["tensors"], user_state_dict)
+            finally:
+                fcntl.flock(segment.fd, fcntl.LOCK_UN)
+        raise RuntimeError(f"key {key!r} kept changing while being read (100 attempts)")
+
+    def delete_sync(self, key: str) -> None:
+        _check_key(key)
+        try:
+            self._key_path(key).unlink()
+        except FileNotFoundError:
+            raise KeyError(f"no key {key!r} in tensor store {str(self.dir)!r}") from None
+
+    def keys_sync(self, prefix: str = "") -> list[str]:
+        root = self.dir / "keys"
+        found = (str(p.relative_to(root))[: -len(".json")] for p in root.rglob("*.json"))
+        return sorted(k for k in found if k.startswith(prefix))
+
+    def close_sync(self, unlink: bool = False) -> None:
+        """Unmap segments; with ``unlink`` also remove the whole namespace from shared memory."""
+        for seg in self._segments.values():
+            seg.buffer.close()
+            os.close(seg.fd)
+        self._segments.clear()
+        if unlink:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def segment_count(self) -> int:
+        """Segments in the namespace (how many buffers versions have needed so far)."""
+        return len(list((self.dir / "segments").iterdir()))
+
+    # ------------------------------------------------------------------------------------ helpers
+
+    def _copy_out(self, key: str, segment: _Segment, entries: list[dict], user: StateDict | None) -> StateDict:
+        if user is not None and set(user) != {e["name"] for e in entries}:
+            stored = {e["name"] for e in entries}
+            raise KeyError(
+                f"user_state_dict does not match key {key!r}: missing {sorted(stored - set(user))}, "
+                f"unexpected {sorted(set(user) - stored)}"
+            )
+        out: StateDict = {}
+        for entry in entries:
+            src = self._view(segment, entry)
+            if user is None:
+                dst = torch.empty(entry["shape"], dtype=src.dtype)
+            else:
+                dst = user[entry["name"]]
+                if list(dst.shape) != entry["shape"] or dst.dtype != src.dtype:
+                    raise ValueError(
+                        f"{key!r}/{entry['name']}: stored {src.dtype} {entry['shape']}, "
+                        f"destination is {dst.dtype} {list(dst.shape)}"
+                    )
+            dst.copy_(src)
+            out[entry["name"]] = dst
+        return out
+
+    def _view(self, segment: _Segment, entry: dict) -> torch.Tensor:
+        dtype = getattr(torch, entry["dtype"])
+        if entry["nbytes"] == 0:
+            return torch.empty(entry["shape"], dtype=dtype)
+        raw = torch.frombuffer(segment.buffer, dtype=torch.uint8, count=entry["nbytes"], offset=entry["offset"])
+        return raw.view(dtype).reshape(entry["shape"])
+
+    def _acquire_segment(self, nbytes: int) -> _Segment:
+        """An exclusively locked segment of at least ``nbytes`` that no key references."""
+        in_use = self._segments_in_use()
+        candidates = sorted(
+            (p for p in (self.dir / "segments").iterdir() if p.name not in in_use),
+            key=lambda p: p.stat().st_size,
+        )
+        for path in candidates:
+            if path.stat().st_size < nbytes:
+                continue
+            segment = self._open_segment(path.name)
+            try:
+                fcntl.flock(segment.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a reader (or another writer) is using it
+            if path.name in self._segments_in_use():  # another writer published into it meanwhile
+                fcntl.flock(segment.fd, fcntl.LOCK_UN)
+                continue
+            return segment
+        name = uuid.uuid4().hex
+        size = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+        fd = os.open(self.dir / "segments" / name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        os.ftruncate(fd, size)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        segment = _Segment(name, fd, size, mmap.mmap(fd, size))
+        self._segments[name] = segment
+        return segment
+
+    def _segments_in_use(self) -> set[str]:
+        return {self._read_meta(k, missing_ok=True).get("segment") for k in self.keys_sync()}
+
+    def _open_segment(self, name: str) -> _Segment:
+        segment = self._segments.get(name)
+        if segment is None:
+            fd = os.open(self.dir / "segments" / name, os.O_RDWR)
+            size = os.fstat(fd).st_size
+            segment = self._segments[name] = _Segment(name, fd, size, mmap.mmap(fd, size))
+        return segment
+
+    def _key_path(self, key: str) -> Path:
+        return self.dir / "keys" / f"{key}.json"
+
+    def _read_meta(self, key: str, missing_ok: bool = False) -> dict:
+        _check_key(key)
+        try:
+            return json.loads(self._key_path(key).read_text())
+        except FileNotFoundError:
+            if missing_ok:
+                return {}
+            raise KeyError(f"no key {key!r} in tensor store {str(self.dir)!r}") from None
+
+
+def _check_key(key: str) -> None:
+    parts = key.split("/")
+    if not key or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"tensor store key must be a non-empty path like 'weights/v3', got {key!r}")

@@ -1,0 +1,163 @@
+"""Shared-memory tensor store: round trips, in-place reads, reuse of segments, processes, races."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import threading
+import uuid
+
+import pytest
+import torch
+
+from forge_kernels.store import ShmTensorStore, StoreConfig, build_store, weights_key
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = ShmTensorStore(f"t-{uuid.uuid4().hex[:8]}", root=tmp_path)
+    yield s
+    s.close_sync(unlink=True)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def sample_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "embed.weight": torch.randn(33, 17, generator=g),
+        "layer.bias": torch.randn(5, generator=g).to(torch.bfloat16),
+        "layer.ids": torch.arange(7, dtype=torch.int64),
+        "mask": torch.tensor([True, False, True]),
+        "empty": torch.empty(0, 4),
+        "scalar": torch.tensor(3.5, dtype=torch.float16),
+        "strided": torch.randn(6, 4, generator=g).t(),  # non-contiguous source
+    }
+
+
+def test_state_dict_round_trip_all_dtypes(store):
+    sd = sample_state_dict()
+    run(store.put_state_dict(sd, "weights/v0"))
+    out = run(store.get_state_dict("weights/v0"))
+    assert list(out) == list(sd)
+    for name, tensor in sd.items():
+        assert out[name].dtype == tensor.dtype and out[name].shape == tensor.shape, name
+        assert torch.equal(out[name], tensor), name
+
+
+def test_get_into_user_tensors_in_place(store):
+    sd = sample_state_dict(1)
+    run(store.put_state_dict(sd, "w"))
+    target = {k: torch.zeros_like(v) for k, v in sd.items()}
+    ptrs = {k: v.data_ptr() for k, v in target.items()}
+    out = run(store.get_state_dict("w", user_state_dict=target))
+    for name in sd:
+        assert out[name] is target[name] and target[name].data_ptr() == ptrs[name]
+        assert torch.equal(target[name], sd[name])
+
+
+def test_single_tensor_put_get_and_errors(store):
+    t = torch.randn(4, 4)
+    run(store.put("x/t", t))
+    assert torch.equal(run(store.get("x/t")), t)
+    into = torch.empty(4, 4)
+    assert run(store.get("x/t", inplace_tensor=into)) is into and torch.equal(into, t)
+    run(store.put_state_dict({"a": t}, "sd"))
+    with pytest.raises(TypeError, match="holds a state dict"):
+        run(store.get("sd"))
+    with pytest.raises(ValueError, match=r"stored torch.float32 \[4, 4\], destination is torch.float32 \[2, 8\]"):
+        run(store.get("x/t", inplace_tensor=torch.empty(2, 8)))
+    with pytest.raises(KeyError, match="missing \\['a'\\], unexpected \\['b'\\]"):
+        run(store.get_state_dict("sd", {"b": t}))
+    with pytest.raises(KeyError, match="no key 'nope'"):
+        run(store.get("nope"))
+    with pytest.raises(ValueError, match="must be a non-empty path"):
+        run(store.put("../escape", t))
+    with pytest.raises(TypeError, match="'a' is a list, not a tensor"):
+        run(store.put_state_dict({"a": [1, 2]}, "bad"))
+
+
+def test_keys_delete_and_versions(store):
+    for v in range(3):
+        run(store.put_state_dict({"w": torch.full((2,), float(v))}, weights_key(v)))
+    assert run(store.keys("weights/")) == ["weights/v0", "weights/v1", "weights/v2"]
+    run(store.delete("weights/v0"))
+    assert run(store.keys()) == ["weights/v1", "weights/v2"]
+    with pytest.raises(KeyError):
+        run(store.delete("weights/v0"))
+    with pytest.raises(ValueError, match=">= 0"):
+        weights_key(-1)
+
+
+def test_segments_reused_across_versions(store):
+    """Publishing v and deleting v-2 cycles between a fixed set of warm segments."""
+    sd = sample_state_dict()
+    for v in range(8):
+        run(store.put_state_dict({k: t + 0 for k, t in sd.items()}, weights_key(v)))
+        if v >= 2:
+            run(store.delete(weights_key(v - 2)))
+    assert store.segment_count() == 3
+    assert torch.equal(run(store.get_state_dict(weights_key(7)))["embed.weight"], sd["embed.weight"])
+
+
+def _child_reads(root: str, namespace: str, queue) -> None:
+    s = ShmTensorStore(namespace, root=root)
+    sd = asyncio.run(s.get_state_dict("weights/v3"))
+    queue.put({k: v.tolist() for k, v in sd.items()})
+    asyncio.run(s.put("from_child", torch.tensor([42.0])))
+    s.close_sync()
+
+
+def test_another_process_reads_and_writes(store):
+    sd = {"a": torch.randn(3, 3), "b": torch.arange(4)}
+    run(store.put_state_dict(sd, "weights/v3"))
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child_reads, args=(str(store.dir.parent), store.dir.name, queue))
+    proc.start()
+    got = queue.get(timeout=60)
+    proc.join(timeout=60)
+    assert proc.exitcode == 0
+    assert got == {k: v.tolist() for k, v in sd.items()}
+    assert run(store.get("from_child")).tolist() == [42.0]
+
+
+def test_readers_never_see_torn_versions(store):
+    """A writer publishes versions (each tensor filled with v) while readers read the latest."""
+    n = 200_000
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def writer():
+        for v in range(1, 40):
+            store.put_state_dict_sync({"a": torch.full((n,), float(v)), "b": torch.full((n,), float(v))}, "latest")
+        stop.set()
+
+    def reader():
+        while not stop.is_set():
+            try:
+                sd = store.get_state_dict_sync("latest")
+            except KeyError:
+                continue
+            values = torch.cat([sd["a"], sd["b"]]).unique()
+            if values.numel() != 1:
+                errors.append(f"torn read: {values[:5].tolist()}")
+
+    store.put_state_dict_sync({"a": torch.zeros(n), "b": torch.zeros(n)}, "latest")
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[:3]
+    assert store.get_state_dict_sync("latest")["a"][0].item() == 39.0
+
+
+def test_build_store_from_config(tmp_path):
+    store = build_store(StoreConfig(namespace="cfg", root=str(tmp_path)))
+    run(store.put("k", torch.ones(1)))
+    assert (tmp_path / "cfg" / "keys" / "k.json").is_file()
+    with pytest.raises(ValueError, match="plain name"):
+        ShmTensorStore("../x", root=tmp_path)
