@@ -1,0 +1,1 @@
+"""Typed actors of the RL loop and the engines behind them."""

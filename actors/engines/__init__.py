@@ -1,0 +1,1 @@
+"""Engines: the model-running code behind the generator and trainer actors."""
