@@ -9,6 +9,7 @@ compiled on a GPU) and logs loss per step through the configured metrics backend
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 import torch
 from pydantic import Field
@@ -26,13 +27,13 @@ class TrainerSettings(StrictModel):
 
 class SmokeConfig(StrictModel):
     seed: int = 0
-    device: str = "cpu"
+    device: Literal["cpu", "cuda"] = "cpu"
     trainer: TrainerSettings = TrainerSettings()
     metrics: MetricsConfig = MetricsConfig()
 
 
-def _triton_relu():
-    if not torch.cuda.is_available():
+def _triton_relu(device: str):
+    if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede kernel decoration
     import triton
     import triton.language as tl
@@ -64,16 +65,17 @@ def _triton_relu():
 
 def main(cfg: SmokeConfig) -> float:
     torch.manual_seed(cfg.seed)
-    relu = _triton_relu()
+    relu = _triton_relu(cfg.device)
     t = cfg.trainer
-    w_true = torch.randn(8, 1)
-    l1, l2 = torch.nn.Linear(8, t.hidden), torch.nn.Linear(t.hidden, 1)
+    dev = torch.device(cfg.device)
+    w_true = torch.randn(8, 1, device=dev)
+    l1, l2 = torch.nn.Linear(8, t.hidden).to(dev), torch.nn.Linear(t.hidden, 1).to(dev)
     opt = torch.optim.AdamW([*l1.parameters(), *l2.parameters()], lr=t.lr)
     logger = MetricLogger.from_config(cfg.metrics, total_steps=t.steps)
     loss_value = float("nan")
     with logger:
         for step in range(t.steps):
-            x = torch.randn(t.batch_size, 8)
+            x = torch.randn(t.batch_size, 8, device=dev)
             y = (x @ w_true).abs()
             loss = torch.nn.functional.mse_loss(l2(relu(l1(x))), y)
             opt.zero_grad()

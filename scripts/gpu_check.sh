@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# GPU checks, run on a lent CUDA machine (the device tool) from the repo root:
+#   bash scripts/gpu_check.sh            # logs and bench JSON under $OUT (default ./gpu-out)
+# The machine's image has torch/triton but not pydantic, omegaconf, fastapi or uvicorn: those
+# travel as wheels in .whl/ (see bench/RESULTS.md for how they are fetched) and are installed
+# into /tmp/site. The local runtime backend is used (monarch does not travel).
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
+} 2>&1 | tee "$out/device.txt"
+status=0
+python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="--import-mode=importlib -ra" 2>&1 | tee "$out/pytest_gpu.log" || status=1
+for b in ${GPU_BENCHES:-eval_overhead}; do
+  timeout 300 python3 -m bench."$b" 2>"$out/bench_$b.err" | tee -a "$out/bench.jsonl" || status=1
+done
+timeout 120 python3 -m apps.smoke.main --config configs/smoke.yaml device=cuda \
+  "metrics.backends=[{type: console}]" 2>&1 | tail -3 | tee "$out/smoke.log" || status=1
+exit $status
