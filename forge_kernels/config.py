@@ -18,7 +18,7 @@ import difflib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -161,7 +161,11 @@ def _annotation_at(schema: type[BaseModel], loc: list[str]) -> str | None:
     if not _is_model(parent) or loc[-1] not in parent.model_fields:
         return None
     annotation = parent.model_fields[loc[-1]].annotation
-    return getattr(annotation, "__name__", None) if isinstance(annotation, type) else str(annotation)
+    if get_origin(annotation) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(annotation))
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
 
 
 def _submodel(model: Any, part: str) -> Any:
