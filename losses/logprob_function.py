@@ -10,7 +10,7 @@ Extra memory is one chunk of fp32 temporaries plus the gradient itself.
 With ``z = logits / T`` and ``p = softmax(z)``:
 
 * ``logp[y] = z[y] - logsumexp(z)``;            ``d logp[y] / dz = onehot(y) - p``
-* ``H = logsumexp(z) - sum(p * z)``;             ``dH / dz = -p * (log p + H)``
+* ``H = -sum(p * log p)``;                      ``dH / dz = -p * (log p + H)``
 """
 
 from __future__ import annotations
@@ -58,9 +58,10 @@ class TargetLogprobsAndEntropy(torch.autograd.Function):
         for start, end in _row_chunks(num_rows, vocab, chunk_elements):
             z = logits[start:end].to(dtype) / temperature
             chunk_lse = torch.logsumexp(z, dim=-1)
-            p = torch.exp(z - chunk_lse.unsqueeze(-1))
+            log_p = z - chunk_lse.unsqueeze(-1)
             lse[start:end] = chunk_lse
-            entropy[start:end] = chunk_lse - (p * z).sum(-1)
+            # -sum p log p, not lse - sum p z: the latter cancels badly for peaked rows
+            entropy[start:end] = -(torch.exp(log_p) * log_p).sum(-1)
             target_logit[start:end] = z.gather(-1, targets[start:end].unsqueeze(-1)).squeeze(-1)
         logp = torch.where(valid, target_logit - lse, torch.zeros_like(lse))
         ctx.save_for_backward(logits, targets, valid, lse, entropy)
