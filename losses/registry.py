@@ -69,7 +69,8 @@ def build_loss(spec: Mapping[str, Any] | PolicyLoss) -> PolicyLoss:
     try:
         return cls.model_validate(fields)
     except ValidationError as err:
-        raise ConfigError(f"loss {name!r}: {format_validation_error(cls, err)}") from None
+        problems = [line.strip() for line in format_validation_error(cls, err).splitlines()[1:]]
+        raise ConfigError(f"loss {name!r} ({cls.__name__}): {'; '.join(problems)}") from None
 
 
 def dump_loss(loss: PolicyLoss) -> dict[str, Any]:
