@@ -84,16 +84,18 @@ class TargetLogprobsAndEntropy(torch.autograd.Function):
         if grad_logp is not None:
             grad_logp = torch.where(valid, grad_logp.to(dtype), torch.zeros_like(grad_logp, dtype=dtype))
         for start, end in _row_chunks(num_rows, vocab, ctx.chunk_elements):
-            z = logits[start:end].to(dtype) / temperature
-            log_p = z - lse[start:end].unsqueeze(-1)
+            # in-place where possible: a handful of chunk-sized temporaries at most
+            log_p = logits[start:end].to(dtype) / temperature
+            log_p.sub_(lse[start:end].unsqueeze(-1))
             p = torch.exp(log_p)
-            grad_z = torch.zeros_like(z)
             if grad_logp is not None:
                 g = grad_logp[start:end].unsqueeze(-1)
-                grad_z = grad_z - g * p
+                grad_z = p * -g
                 grad_z.scatter_add_(-1, targets[start:end].unsqueeze(-1), g)
+            else:
+                grad_z = torch.zeros_like(p)
             if grad_entropy is not None:
                 g_h = grad_entropy[start:end].to(dtype).unsqueeze(-1)
-                grad_z = grad_z - g_h * p * (log_p + entropy[start:end].unsqueeze(-1))
-            grad_logits[start:end] = (grad_z / temperature).to(logits.dtype)
+                grad_z.sub_(log_p.add_(entropy[start:end].unsqueeze(-1)).mul_(p).mul_(g_h))
+            grad_logits[start:end] = grad_z.div_(temperature)
         return grad_logits, None, None, None, None
