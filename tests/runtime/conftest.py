@@ -56,8 +56,12 @@ class Counter(Actor):
         return list(self.log)
 
     @endpoint
-    async def work(self, request_id: int, delay: float) -> tuple[int, str]:
+    async def work(self, request_id: int, delay: float, die_on: tuple[int, str, bool] | None = None
+                   ) -> tuple[int, str]:
+        """Answers ``(request_id, uid)``; dies mid-request if ``die_on == (request_id, uid, hard)``."""
         await asyncio.sleep(delay)
+        if die_on is not None and die_on[:2] == (request_id, self.uid):
+            await self.crash(die_on[2])
         return request_id, self.uid
 
     @endpoint
