@@ -86,14 +86,15 @@ class LocalActorMesh(ActorMesh):
         super().__init__(actor_class, size, f"{actor_class.__name__}#{next(_ids)}")
         self._ranks = [_LocalRank(actor_class(config, r, size)) for r in range(size)]
 
-    async def invoke(self, rank: int, endpoint: str, args: tuple, kwargs: dict) -> Any:
+    def submit(self, rank: int, endpoint: str, args: tuple, kwargs: dict) -> asyncio.Future[Any]:
         self.check_endpoint(endpoint)
         state = self._ranks[rank]
-        if state.dead_reason is not None:
-            raise ActorDiedError(state.actor.name, endpoint, state.dead_reason)
         fut = asyncio.get_running_loop().create_future()
-        state.mailbox.put_nowait((fut, endpoint, copy_value(args), copy_value(kwargs)))
-        return await fut
+        if state.dead_reason is not None:
+            fut.set_exception(ActorDiedError(state.actor.name, endpoint, state.dead_reason))
+        else:
+            state.mailbox.put_nowait((fut, endpoint, copy_value(args), copy_value(kwargs)))
+        return fut
 
     def death_reason(self) -> str | None:
         for state in self._ranks:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable
 from typing import Any
 
 from forge_kernels.metrics import ReducerState
@@ -38,11 +39,11 @@ class ActorMesh(ABC):
 
     # ---- what a backend provides
     @abstractmethod
-    async def invoke(self, rank: int, endpoint: str, args: tuple, kwargs: dict) -> Any:
-        """Run ``endpoint`` on ``rank`` and return its result.
+    def submit(self, rank: int, endpoint: str, args: tuple, kwargs: dict) -> Awaitable[Any]:
+        """Enqueue ``endpoint`` on ``rank`` now (before returning) and return its pending answer.
 
-        Raises :class:`ActorCallError` if the endpoint raised and :class:`ActorDiedError` if
-        the actor died before answering (including calls still queued in its mailbox).
+        Awaiting the answer raises :class:`ActorCallError` if the endpoint raised and
+        :class:`ActorDiedError` if the actor died first (also for calls still queued).
         """
 
     @abstractmethod
@@ -58,6 +59,10 @@ class ActorMesh(ABC):
         return []
 
     # ---- shared behaviour
+    async def invoke(self, rank: int, endpoint: str, args: tuple, kwargs: dict) -> Any:
+        """Run ``endpoint`` on ``rank`` and return its result."""
+        return await self.submit(rank, endpoint, args, kwargs)
+
     def is_alive(self) -> bool:
         return not self.stopped and self.death_reason() is None
 
@@ -67,12 +72,12 @@ class ActorMesh(ABC):
         if self.size == 1:
             return [await self.invoke(0, endpoint, args, kwargs)]
         return list(await asyncio.gather(
-            *(self.invoke(r, endpoint, args, kwargs) for r in range(self.size))
+            *[self.submit(r, endpoint, args, kwargs) for r in range(self.size)]
         ))
 
     def send(self, rank: int, endpoint: str, args: tuple, kwargs: dict) -> None:
-        """Fire and forget: schedule the call now; failures are logged, never raised."""
-        task = asyncio.ensure_future(self.invoke(rank, endpoint, args, kwargs))
+        """Fire and forget: enqueue the call now; failures are logged, never raised."""
+        task = asyncio.ensure_future(self.submit(rank, endpoint, args, kwargs))
         self._background.add(task)
         task.add_done_callback(self._forget)
 

@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import signal
+from collections.abc import Awaitable
 from typing import Any
 
 import psutil
@@ -111,6 +112,13 @@ class MonarchActorMesh(ActorMesh):
             mesh._rank_hosts = [mesh._host.slice(procs=r) for r in range(size)]
             pids = await mesh._host.pid.call()
             mesh.pids = [pid for _, pid in sorted(pids.items(), key=lambda kv: kv[0].rank)]
+        except Exception as err:
+            await mesh._stop()
+            raise RuntimeError(
+                f"could not start {actor_class.__qualname__} in {size} monarch process(es): {err}\n"
+                f"(the actor class, its config and module must be importable in a fresh Python "
+                f"process: define it at module level of a module on PYTHONPATH or in __main__)"
+            ) from err
         except BaseException:
             await mesh._stop()
             raise
@@ -138,11 +146,17 @@ class MonarchActorMesh(ActorMesh):
             return self._death.result()
         return None
 
-    async def invoke(self, rank: int, endpoint: str, args: tuple, kwargs: dict) -> Any:
+    def submit(self, rank: int, endpoint: str, args: tuple, kwargs: dict) -> Awaitable[Any]:
         self.check_endpoint(endpoint)
+        if self.death_reason() is None:  # sent now, so calls keep their order
+            return self._answer(rank, endpoint, self._rank_hosts[rank].invoke.call_one(endpoint, args, kwargs))
+        return self._answer(rank, endpoint, None)
+
+    async def _answer(self, rank: int, endpoint: str, pending: Any) -> Any:
+        """Wait for the reply of a sent call, or for the mesh's death, whichever comes first."""
         self.raise_if_dead(endpoint)
         assert self._death is not None
-        call = asyncio.ensure_future(self._rank_hosts[rank].invoke.call_one(endpoint, args, kwargs))
+        call = asyncio.ensure_future(pending)
         try:
             await asyncio.wait((call, self._death), return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:

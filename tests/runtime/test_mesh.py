@@ -121,3 +121,53 @@ def test_unknown_endpoint_and_bad_configs_are_clear_errors(run, actors):
         await mesh.stop()
 
     run(body())
+
+
+def test_process_killed_from_outside_is_detected(run, actors):
+    """A monarch process killed by a signal (as by a segfault) fails its calls at once."""
+    import os
+    import signal
+
+    async def body():
+        mesh = await spawn(actors.Counter, backend="monarch", procs=2)
+        try:
+            pids = [w["pid"] for w in await mesh.whoami.call()]
+            pending = mesh.at(1).slow_append.call_one("x", 30.0)
+            waiting = asyncio.ensure_future(pending)
+            await asyncio.sleep(0.2)
+            os.kill(pids[1], signal.SIGSEGV)
+            start = asyncio.get_running_loop().time()
+            with pytest.raises(ActorDiedError, match=f"process {pids[1]} of rank 1 exited"):
+                await waiting
+            assert asyncio.get_running_loop().time() - start < 5.0  # not monarch's slow path
+            with pytest.raises(ActorDiedError):
+                await mesh.at(0).get.call_one()  # the mesh is dead as a whole
+        finally:
+            await mesh.stop()
+
+    run(body())
+
+
+def test_unimportable_actor_class_fails_clearly(run, monkeypatch):
+    """A class whose module exists only in the controller cannot start in a monarch process."""
+    import sys
+    import types
+
+    from forge_kernels.runtime import Actor, endpoint
+
+    ghost = types.ModuleType("ghost_module_only_here")
+
+    class Ghost(Actor):
+        @endpoint
+        async def ping(self) -> int:
+            return 1
+
+    Ghost.__module__, Ghost.__qualname__ = ghost.__name__, "Ghost"
+    ghost.Ghost = Ghost
+    monkeypatch.setitem(sys.modules, ghost.__name__, ghost)
+
+    async def body():
+        with pytest.raises(RuntimeError, match=r"(?s)could not start Ghost.*No module named 'ghost_module_only_here'.*importable"):
+            await spawn(Ghost, backend="monarch", setup_timeout_s=60)
+
+    run(body())
