@@ -113,3 +113,24 @@ def test_no_healthy_replica_fails_clearly(run, backend, actors, hard_crash):
             await svc.stop()
 
     run(body())
+
+
+def test_health_check_restarts_an_idle_dead_replica(run, backend, actors, hard_crash):
+    """No request needs to hit a dead replica: the periodic health check finds and restarts it."""
+
+    async def body():
+        svc = await spawn(actors.Counter, backend=backend, replicas=2, health_interval_s=0.05)
+        try:
+            victim = svc.replicas[1]
+            first_mesh = victim.mesh
+            with pytest.raises(ActorDiedError):
+                await first_mesh.crash.call_one(hard_crash)  # behind the service's back
+            while victim.restarts == 0:
+                await asyncio.sleep(0.05)
+            assert victim.healthy and victim.mesh is not first_mesh
+            assert "crash" in victim.last_failure or "exited" in victim.last_failure
+            assert len(set(await uids_of(svc))) == 2
+        finally:
+            await svc.stop()
+
+    run(body())
