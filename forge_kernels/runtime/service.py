@@ -52,7 +52,7 @@ class Service:
         self._endpoints = endpoint_names(actor_class)
         self._sessions: dict[int, Replica] = {}
         self._restarts: dict[int, asyncio.Task[None]] = {}
-        self._changed = asyncio.Condition()
+        self._changed = asyncio.Event()  # set (and replaced) whenever replica health changes
         self._monitor = asyncio.get_running_loop().create_task(self._monitor_health())
 
     # ---------------------------------------------------------------- calls
@@ -141,9 +141,8 @@ class Service:
                     f"{self.name}: no replica became healthy within "
                     f"{self.settings.failover_timeout_s}s; " + self._no_replica_message()
                 )
-            async with self._changed:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), remaining)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
 
     def _no_replica_message(self) -> str:
         failures = "; ".join(
@@ -185,10 +184,8 @@ class Service:
             self._notify()
 
     def _notify(self) -> None:
-        async def wake() -> None:
-            async with self._changed:
-                self._changed.notify_all()
-        asyncio.get_running_loop().create_task(wake())
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     async def _monitor_health(self) -> None:
         while not self.stopped:

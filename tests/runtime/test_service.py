@@ -134,3 +134,21 @@ def test_health_check_restarts_an_idle_dead_replica(run, backend, actors, hard_c
             await svc.stop()
 
     run(body())
+
+
+def test_requests_wait_for_a_restarting_replica(run, backend, actors, hard_crash):
+    async def body():
+        svc = await spawn(actors.Counter, {"start": 7}, backend=backend, service=True,
+                          max_restarts=1)
+        try:
+            old = (await svc.whoami.route())["uid"]
+            with pytest.raises(ActorDiedError):
+                await svc.replicas[0].mesh.crash.call_one(hard_crash)
+            answers = await asyncio.gather(*(svc.add.route(1) for _ in range(3)))
+            assert sorted(answers) == [8, 9, 10]  # served once each, by the restarted actor
+            assert svc.replicas[0].restarts == 1
+            assert (await svc.whoami.route())["uid"] != old
+        finally:
+            await svc.stop()
+
+    run(body())

@@ -33,7 +33,7 @@ APP = textwrap.dedent('''
     async def main(backend: str, mode: str) -> None:
         try:
             svc = await spawn(Sleeper, backend=backend, replicas=2)
-            mesh = await spawn(Sleeper, backend=backend, procs=2)
+            mesh = await spawn(Sleeper, backend=backend)
             await svc.nap.fanout(0.0)
             await mesh.nap.call(0.0)
             children = [p.pid for p in psutil.Process().children(recursive=True)]
@@ -67,7 +67,7 @@ def test_shutdown_leaves_no_processes(tmp_path, backend, mode):
         children = json.loads(proc.stdout.readline() or "null")
         assert children is not None, proc.stderr.read()
         if backend == "monarch":
-            assert len(children) >= 4  # 2 replicas + 2 procs
+            assert len(children) >= 3  # 2 replicas + 1 mesh
         if mode == "interrupt":
             time.sleep(0.3)
             proc.send_signal(signal.SIGINT)
@@ -90,7 +90,7 @@ def test_shutdown_leaves_no_processes(tmp_path, backend, mode):
 
 def test_shutdown_stops_every_handle_in_process(run, backend, actors):
     async def body():
-        mesh = await spawn(actors.Counter, backend=backend, procs=2)
+        mesh = await spawn(actors.Counter, backend=backend)
         svc = await spawn(actors.Counter, backend=backend, replicas=2)
         pids = [w["pid"] for w in await mesh.whoami.call() + await svc.whoami.fanout()]
         assert mesh in live_handles() and svc in live_handles()
@@ -110,7 +110,7 @@ def test_metrics_from_many_processes_merge_exactly(run, backend, actors):
     async def body():
         get_collector().drain()  # start from a clean controller collector
         mesh = await spawn(actors.Counter, backend=backend, procs=2)
-        svc = await spawn(actors.Counter, backend=backend, replicas=2)
+        svc = await spawn(actors.Counter, backend=backend, service=True)
         try:
             await mesh.at(0).record.call_one(values[0])
             await mesh.at(1).record.call_one(values[1])
@@ -118,7 +118,7 @@ def test_metrics_from_many_processes_merge_exactly(run, backend, actors):
             await svc.record.route(values[3])
             states = await collect_metric_states(mesh, svc)
             if backend == "monarch":
-                assert len(states) == 4  # one per process
+                assert len(states) == 3  # one per process
             return MetricLogger([]).flush(step=0, remote_states=states)
         finally:
             await mesh.stop()
