@@ -47,11 +47,14 @@ class SelfCheckResult(BaseModel):
     error: str | None = None
 
 
-def default_tolerance(task: Task, device_class: DeviceClass) -> float:
-    """atol = rtol for fp32 outputs: strict, looser where ``tl.dot`` accumulates (TF32 on GPUs)."""
-    if "matmul" in task.tags:
-        return 2e-2 if device_class == "gpu" else 1e-3
-    return 1e-4
+def default_tolerance(task: Task) -> float:
+    """atol = rtol for fp32 outputs: 1e-4, or 1e-3 where long ``tl.dot`` reductions accumulate.
+
+    Built-in solutions use ``input_precision="tf32x3"`` on GPUs; plain TF32 against an fp32
+    reference misses 1e-2 on a 4096-deep matmul of unit-variance inputs. The same bounds hold on
+    the interpreter and on an H100 (measured).
+    """
+    return 1e-3 if "matmul" in task.tags else 1e-4
 
 
 def _to_device(value: Any, device: torch.device) -> Any:
@@ -97,7 +100,7 @@ def check_solution(task: Task, device: str = "cpu", alternate: bool = False, see
     if device_class == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError("checking on CPU needs Triton's interpreter: set TRITON_INTERPRET=1 before "
                            "calling check_solution (or use `python -m forge_kernels.tasks.selfcheck`)")
-    tol = default_tolerance(task, device_class)
+    tol = default_tolerance(task)
     atol = tol if atol is None else atol
     rtol = tol if rtol is None else rtol
     start = time.perf_counter()

@@ -27,7 +27,7 @@ def linear_kernel(
             w_ptr + ks[:, None] * stride_wk + offs_n[None, :] * stride_wn,
             mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0,
         )
-        acc += tl.dot(x, w)
+        acc += tl.dot(x, w, input_precision="tf32x3")
     bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
     acc += bias[None, :]
     out_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)

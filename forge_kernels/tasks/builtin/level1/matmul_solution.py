@@ -26,7 +26,7 @@ def matmul_kernel(
             b_ptr + ks[:, None] * stride_bk + offs_n[None, :] * stride_bn,
             mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0,
         )
-        acc += tl.dot(a, b)
+        acc += tl.dot(a, b, input_precision="tf32x3")
     c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc, mask=c_mask)
 

@@ -22,7 +22,7 @@ def linear_kernel(
                     mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
         w = tl.load(w_ptr + ks[:, None] * stride_wk + offs_n[None, :] * stride_wn,
                     mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-        acc += tl.dot(x, w)
+        acc += tl.dot(x, w, input_precision="tf32x3")
     acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)[None, :]
     if APPLY_GELU:
         acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))

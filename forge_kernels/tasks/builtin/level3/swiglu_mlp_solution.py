@@ -22,8 +22,10 @@ def swiglu_up_kernel(
                     mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
         w_offsets = ks[:, None] * stride_wk + offs_n[None, :] * stride_wn
         w_mask = (ks[:, None] < K) & (offs_n[None, :] < N)
-        gate += tl.dot(x, tl.load(w1_ptr + w_offsets, mask=w_mask, other=0.0))
-        up += tl.dot(x, tl.load(w3_ptr + w_offsets, mask=w_mask, other=0.0))
+        w1 = tl.load(w1_ptr + w_offsets, mask=w_mask, other=0.0)
+        w3 = tl.load(w3_ptr + w_offsets, mask=w_mask, other=0.0)
+        gate += tl.dot(x, w1, input_precision="tf32x3")
+        up += tl.dot(x, w3, input_precision="tf32x3")
     h = gate * tl.sigmoid(gate) * up
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on, h, mask=mask)
@@ -46,7 +48,7 @@ def matmul_wt_kernel(
                     mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
         w = tl.load(w_ptr + ks[:, None] * stride_wk + offs_n[None, :] * stride_wn,
                     mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-        acc += tl.dot(x, w)
+        acc += tl.dot(x, w, input_precision="tf32x3")
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on, acc, mask=mask)
 

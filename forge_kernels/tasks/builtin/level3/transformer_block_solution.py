@@ -46,8 +46,10 @@ def swiglu_up_kernel(
                     mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
         w_offsets = ks[:, None] * stride_wk + offs_n[None, :] * stride_wn
         w_mask = (ks[:, None] < K) & (offs_n[None, :] < N)
-        gate += tl.dot(x, tl.load(w1_ptr + w_offsets, mask=w_mask, other=0.0))
-        up += tl.dot(x, tl.load(w3_ptr + w_offsets, mask=w_mask, other=0.0))
+        w1 = tl.load(w1_ptr + w_offsets, mask=w_mask, other=0.0)
+        w3 = tl.load(w3_ptr + w_offsets, mask=w_mask, other=0.0)
+        gate += tl.dot(x, w1, input_precision="tf32x3")
+        up += tl.dot(x, w3, input_precision="tf32x3")
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
              gate * tl.sigmoid(gate) * up, mask=mask)
@@ -86,7 +88,7 @@ def linear_kernel(
                     mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
         w = tl.load(w_ptr + ks[:, None] * stride_wk + offs_n[None, :] * stride_wn,
                     mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-        acc += tl.dot(x, w)
+        acc += tl.dot(x, w, input_precision="tf32x3")
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     out_offsets = offs_m[:, None] * stride_om + offs_n[None, :] * stride_on
     if HAS_BIAS:
@@ -146,7 +148,7 @@ def attention_kernel(
         kv_mask = (offs_n[:, None] < S) & d_mask[None, :]
         k = tl.load(k_ptr + b * stride_kb + h * stride_kh + offs_n[:, None] * stride_ks + offs_d[None, :],
                     mask=kv_mask, other=0.0)
-        scores = tl.dot(q, tl.trans(k)) * scale
+        scores = tl.dot(q, tl.trans(k), input_precision="tf32x3") * scale
         valid = offs_n[None, :] < S
         if CAUSAL:
             valid = valid & (offs_n[None, :] <= offs_m[:, None])
@@ -158,7 +160,7 @@ def attention_kernel(
         row_sum = row_sum * alpha + tl.sum(p, axis=1)
         v = tl.load(v_ptr + b * stride_vb + h * stride_vh + offs_n[:, None] * stride_vs + offs_d[None, :],
                     mask=kv_mask, other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p, v)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="tf32x3")
         row_max = new_max
     out = acc / row_sum[:, None]
     tl.store(o_ptr + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_os + offs_d[None, :], out,
@@ -170,9 +172,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -
     B, S, H, D = q.shape
     assert q.stride(3) == k.stride(3) == v.stride(3) == 1, "head_dim must be contiguous"
     out = torch.empty((B, S, H, D), dtype=q.dtype, device=q.device)
-    BLOCK_M = min(64, max(16, triton.next_power_of_2(S)))
-    BLOCK_N = BLOCK_M
     BLOCK_D = max(16, triton.next_power_of_2(D))
+    # Wide heads get smaller tiles so q, k, v and the scores fit in shared memory.
+    BLOCK_M = min(64 if BLOCK_D <= 64 else 32, max(16, triton.next_power_of_2(S)))
+    BLOCK_N = BLOCK_M
     grid = (triton.cdiv(S, BLOCK_M), B * H)
     attention_kernel[grid](
         q, k, v, out, S, H, D, D ** -0.5,
