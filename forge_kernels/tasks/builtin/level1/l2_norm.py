@@ -13,7 +13,7 @@ class Model(nn.Module):
 
 
 batch_size = 4096
-dim = 8192
+dim = 4096
 
 
 def get_inputs():
