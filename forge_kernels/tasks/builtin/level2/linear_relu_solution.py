@@ -10,7 +10,8 @@ def linear_relu_kernel(
     stride_xm, stride_xk, stride_wn, stride_wk, stride_om, stride_on,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
-    # out = relu(x @ w.T + bias), with w in nn.Linear's [out, in] layout; the epilogue runs on the fp32 tile.
+    # out = relu(x @ w.T + bias), with w in nn.Linear's [out, in] layout;
+    # the epilogue runs on the fp32 tile.
     pid_m = tl.program_id(axis=0)
     pid_n = tl.program_id(axis=1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)

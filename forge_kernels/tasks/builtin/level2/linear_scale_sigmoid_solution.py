@@ -11,7 +11,8 @@ def linear_scale_sigmoid_kernel(
     scale,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
-    # out = sigmoid((x @ w.T + bias) * scale), with w in nn.Linear's [out, in] layout; the epilogue runs on the fp32 tile.
+    # out = sigmoid((x @ w.T + bias) * scale), with w in nn.Linear's [out, in] layout;
+    # the epilogue runs on the fp32 tile.
     pid_m = tl.program_id(axis=0)
     pid_n = tl.program_id(axis=1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)

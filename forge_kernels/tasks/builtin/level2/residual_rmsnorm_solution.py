@@ -13,13 +13,15 @@ def residual_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, out_ptr, N, stride_row, eps, BL
     for start in range(0, N, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         mask = cols < N
-        h = (tl.load(x_row + cols, mask=mask, other=0.0) + tl.load(r_row + cols, mask=mask, other=0.0)).to(tl.float32)
+        x = tl.load(x_row + cols, mask=mask, other=0.0)
+        h = (x + tl.load(r_row + cols, mask=mask, other=0.0)).to(tl.float32)
         acc += h * h
     rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
     for start in range(0, N, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         mask = cols < N
-        h = (tl.load(x_row + cols, mask=mask, other=0.0) + tl.load(r_row + cols, mask=mask, other=0.0)).to(tl.float32)
+        x = tl.load(x_row + cols, mask=mask, other=0.0)
+        h = (x + tl.load(r_row + cols, mask=mask, other=0.0)).to(tl.float32)
         w = tl.load(w_ptr + cols, mask=mask, other=0.0)
         tl.store(out_ptr + row * stride_row + cols, h * rstd * w, mask=mask)
 
@@ -36,5 +38,7 @@ class ModelNew(nn.Module):
         rows, n_cols = x2d.shape
         out = torch.empty_like(x2d)
         BLOCK_N = min(4096, triton.next_power_of_2(n_cols))
-        residual_rmsnorm_kernel[(rows,)](x2d, r2d, self.weight, out, n_cols, x2d.stride(0), self.eps, BLOCK_N=BLOCK_N)
+        residual_rmsnorm_kernel[(rows,)](
+            x2d, r2d, self.weight, out, n_cols, x2d.stride(0), self.eps, BLOCK_N=BLOCK_N,
+        )
         return out.reshape(x.shape)
