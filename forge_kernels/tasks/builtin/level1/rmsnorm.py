@@ -1,0 +1,28 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Applies RMSNorm (LLaMA style, learnable weight) over the last dimension."""
+
+    def __init__(self, hidden: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return x * rms * self.weight
+
+
+batch_size = 16
+seq_len = 1024
+hidden = 4096
+
+
+def get_inputs():
+    return [torch.randn(batch_size, seq_len, hidden)]
+
+
+def get_init_inputs():
+    return [hidden]
