@@ -22,7 +22,7 @@ import torch
 
 from forge_kernels.eval.channel import DTYPES, ChannelWriter
 from forge_kernels.eval.launches import AtenAudit, LaunchCounter
-from forge_kernels.eval.sandbox import apply_limits, install_audit_hook, unshare_network
+from forge_kernels.eval.sandbox import apply_limits, install_audit_hook, isolate_filesystem, unshare_network
 from forge_kernels.eval.timing import (
     TimingPrimitives,
     l2_flush_buffer,
@@ -122,9 +122,11 @@ class _Child:
         os.chdir(tmp)
         os.environ["TMPDIR"] = tmp
         cuda = self.req["device"] == "cuda"
-        apply_limits(self.req["host_memory_mb"], address_space=not cuda)
+        apply_limits(self.req["host_memory_mb"], address_space=self.req["address_space_limit"] and not cuda)
         if self.req.get("network_namespace", True):
             self.note(unshare_network())
+        if self.role == "candidate" and self.req.get("filesystem_namespace", True):
+            self.note(isolate_filesystem(self.req["allowed_write_dirs"]))
         if cuda:
             torch.cuda.set_device(self.req["device_index"])
             self.device = torch.device("cuda", self.req["device_index"])

@@ -57,6 +57,9 @@ class EvalOptions(StrictModel):
     )
     timeout_s: float = Field(default=60.0, gt=0, description="wall-clock limit per evaluation")
     host_memory_mb: int = Field(default=8192, ge=256, description="host memory limit of the child process")
+    address_space_limit: bool = Field(
+        default=True, description="CPU: also cap the address space (GPU: never; resident memory is watched)"
+    )
     torch_ops: Literal["forbid", "penalize", "allow"] = Field(
         default="forbid", description="torch compute ops in ModelNew: fail, flag, or accept"
     )
@@ -72,6 +75,9 @@ class EvalOptions(StrictModel):
     excessive_speedup: float = Field(default=10.0, gt=1, description="speedup vs eager that raises a flag")
     profile: bool = Field(default=True, description="profiling ratio and kernel names (GPU only)")
     network_namespace: bool = Field(default=True, description="unshare a network namespace when permitted")
+    filesystem_namespace: bool = Field(
+        default=True, description="read-only mount namespace outside the private temp dir, when permitted"
+    )
     max_error_chars: int = Field(default=2000, ge=200, description="trimmed error text kept in the result")
 
     @field_validator("tolerances")
