@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -15,7 +18,7 @@ import psutil
 from forge_kernels.eval.channel import Frame, parse_frames
 from forge_kernels.eval.zygote import ChildExit, ZygoteClient, ZygoteDied
 
-__all__ = ["ChildReport", "run_request"]
+__all__ = ["ChildReport", "run_request", "run_fresh_process"]
 
 _POLL_S = 0.02
 _RSS_EVERY_S = 0.1
@@ -129,3 +132,27 @@ def _drain(fd: int, buf: bytearray, grace_s: float) -> bool:
             return True
         buf += chunk
     return False
+
+
+def run_fresh_process(request: dict[str, Any], env: dict[str, str], timeout_s: float) -> ChildReport:
+    """Run ``request`` in a fresh Python process instead of a zygote fork (what KernelGym does).
+    Used as the baseline of ``bench.eval_overhead``."""
+    read_fd, write_fd = os.pipe()
+    code = ("import json, sys; from forge_kernels.eval.harness import run_child; "
+            "run_child(json.loads(sys.argv[1]), int(sys.argv[2]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(request), str(write_fd)], pass_fds=[write_fd],
+                            env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+    os.close(write_fd)
+    buf = bytearray()
+    report = ChildReport()
+    deadline = time.monotonic() + timeout_s
+    while not _drain(read_fd, buf, grace_s=max(0.0, min(1.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            report.timed_out = True
+            break
+    _killpg(proc.pid)
+    status = proc.wait()
+    os.close(read_fd)
+    report.exit = ChildExit(status if status >= 0 else None, -status if status < 0 else None)
+    report.frames, report.stream_error = parse_frames(buf)
+    return report

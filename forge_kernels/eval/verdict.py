@@ -143,7 +143,7 @@ def _correctness(v: Verdict, rep: ChildReport, ref: ReferenceData, options: Eval
     cand = outputs_by_trial(rep)
     primary_ok = True
     previous: tuple[list[Output], list[Output]] | None = None
-    for (shapes, trial), ref_out in sorted(ref.outputs.items()):
+    for (shapes, trial), ref_out in sorted(ref.outputs.items(), key=lambda kv: (kv[0][0] != "primary", kv[0][1])):
         cand_out = cand.get((shapes, trial))
         if cand_out is None:
             continue  # the run stopped earlier; its fault says why
