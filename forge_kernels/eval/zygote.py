@@ -68,6 +68,8 @@ def _zygote_main(fd: int) -> None:
         import torch._inductor.compile_fx  # noqa: F401  (the torch.compile baseline of the reference)
     if threading.active_count() != 1:
         raise RuntimeError("zygote must stay single-threaded before forking")
+    if torch.cuda.is_initialized():
+        raise RuntimeError("a warm import initialised CUDA in the zygote; forked children could not use the GPU")
 
     sys.dont_write_bytecode = True
     sock.send(json.dumps({"ready": os.getpid()}).encode())
