@@ -1,0 +1,240 @@
+"""The public evaluator: ``Evaluator().evaluate(task, code, options) -> EvalResult``.
+
+Per evaluation: static checks of the source; the reference outputs (and, on a GPU, its eager and
+torch.compile timings) from a child that never sees candidate code, cached per task and shape set;
+then the candidate in a fresh child forked from the warm zygote, under a deadline, a memory bound,
+a private temp dir, no network and the audit hook. The verdict is formed here, from raw data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from forge_kernels.eval.faults import FaultClass
+from forge_kernels.eval.policy import StaticReport, analyze_source
+from forge_kernels.eval.results import EvalOptions, EvalResult, HackFinding
+from forge_kernels.eval.runner import ChildReport, run_request
+from forge_kernels.eval.verdict import ReferenceData, judge_candidate, reference_from_report, trim_text
+from forge_kernels.eval.zygote import ZygoteClient, ZygoteDied
+from forge_kernels.tasks.task import Task
+
+__all__ = ["Evaluator"]
+
+_CPU_DEVICE = "cpu (triton interpreter)"
+_REFERENCE_CACHE = 64
+
+
+def _cuda_visible() -> bool:
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    import torch
+
+    return torch.cuda.is_available()
+
+
+class Evaluator:
+    """Evaluates candidate kernels against tasks. Thread-safe; one warm zygote per device kind.
+
+    Use as a context manager (or call :meth:`close`) to stop the zygote when done.
+    """
+
+    def __init__(self, options: EvalOptions | None = None, triton_cache_dir: str | None = None) -> None:
+        self.options = options or EvalOptions()
+        self.triton_cache_dir = triton_cache_dir or os.environ.get("TRITON_CACHE_DIR") or str(
+            Path.home() / ".triton" / "cache"
+        )
+        self._zygotes: dict[str, ZygoteClient] = {}
+        self._lock = threading.Lock()
+        self._references: OrderedDict[str, ReferenceData] = OrderedDict()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the zygotes."""
+        with self._lock:
+            for z in self._zygotes.values():
+                z.close()
+            self._zygotes.clear()
+
+    def resolve_device(self, options: EvalOptions | None = None) -> str:
+        """``cpu`` or ``cuda`` for these options (``auto`` picks cuda when a GPU is visible)."""
+        options = options or self.options
+        if options.device == "auto":
+            return "cuda" if _cuda_visible() else "cpu"
+        if options.device == "cuda" and not _cuda_visible():
+            raise ValueError("EvalOptions.device='cuda' but no CUDA device is visible; use 'cpu' or 'auto'")
+        return options.device
+
+    def zygote(self, device: str) -> ZygoteClient:
+        """The (started) zygote for ``device``."""
+        with self._lock:
+            z = self._zygotes.get(device)
+            if z is None:
+                z = self._zygotes[device] = ZygoteClient(self._zygote_env(device))
+        z.ensure_running()
+        return z
+
+    def _zygote_env(self, device: str) -> dict[str, str]:
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env["TRITON_CACHE_DIR"] = self.triton_cache_dir
+        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        if device == "cpu":
+            env["TRITON_INTERPRET"] = "1"  # must be set before triton is imported in the zygote
+        else:
+            env.pop("TRITON_INTERPRET", None)
+        return env
+
+    # -- evaluation --------------------------------------------------------------------------------
+    async def aevaluate(self, task: Task, code: str, options: EvalOptions | None = None) -> EvalResult:
+        """:meth:`evaluate` in a worker thread, so an asyncio caller keeps its loop free."""
+        return await asyncio.to_thread(self.evaluate, task, code, options)
+
+    def evaluate(self, task: Task, code: str, options: EvalOptions | None = None) -> EvalResult:
+        """Evaluate candidate ``code`` (a module defining ``ModelNew``) on ``task``."""
+        options = options or self.options
+        start = time.monotonic()
+        device = self.resolve_device(options)
+        try:
+            result = self._evaluate(task, code, options, device)
+        except Exception as err:  # an evaluator bug: never blamed on the candidate
+            result = self._result(task, device, options, fault=FaultClass.INTERNAL_ERROR,
+                                  error=f"evaluator error: {type(err).__name__}: {err}")
+        result.wall_time_s = time.monotonic() - start
+        return result
+
+    def _result(self, task: Task, device_kind: str, options: EvalOptions, **fields: Any) -> EvalResult:
+        fields.setdefault("compiled", False)
+        fields.setdefault("correct", False)
+        if fields.get("error"):
+            fields["error"] = trim_text(fields["error"], options.max_error_chars)
+        timing_note = None
+        if device_kind == "cpu":
+            timing_note = "timing unavailable on CPU: the Triton interpreter's speed says nothing about a GPU"
+        elif not options.timing:
+            timing_note = "timing disabled (EvalOptions.timing=false)"
+        fields.setdefault("timing_note", timing_note)
+        fields.setdefault("device", _CPU_DEVICE if device_kind == "cpu" else "cuda")
+        return EvalResult(task=task.name, **fields)
+
+    def _evaluate(self, task: Task, code: str, options: EvalOptions, device: str) -> EvalResult:
+        static = analyze_source(code)
+        if static.syntax_error:
+            return self._result(task, device, options, fault=FaultClass.SYNTAX_ERROR, error=static.syntax_error)
+        if static.sandbox:
+            return self._result(task, device, options, fault=FaultClass.SANDBOX_VIOLATION,
+                                error="forbidden in candidate code: " + "; ".join(static.sandbox))
+        if static.foreign_kernels:
+            return self._result(task, device, options, fault=FaultClass.FORBIDDEN_OP,
+                                error="; ".join(static.foreign_kernels))
+        reference, error = self._reference(task, options, device)
+        if reference is None:
+            return self._result(task, device, options, fault=FaultClass.INTERNAL_ERROR, error=error)
+        report = self._run_candidate(task, code, options, device, static, reference)
+        verdict, findings = judge_candidate(report, reference, static, options, device)
+        correct = verdict.fault is FaultClass.NONE and bool(verdict.trials) and all(
+            t.passed for t in verdict.trials if t.shapes == "primary")
+        timing_available = "runtime" in verdict.extras
+        notes = [str(f.header.get("message")) for f in report.of_kind("note")]
+        timing_note = None
+        if device == "cuda" and options.timing and not timing_available:
+            timing_note = "no timing: the candidate did not complete the correctness stage"
+        return self._result(
+            task, device, options,
+            compiled=verdict.compiled, correct=correct, fault=verdict.fault, error=verdict.error,
+            trials=verdict.trials, hacks=findings, timing_available=timing_available,
+            **({"timing_note": timing_note} if device == "cuda" else {}),
+            runtime=verdict.extras.get("runtime"), reference_runtime=verdict.extras.get("reference_runtime"),
+            compiled_reference_runtime=verdict.extras.get("compiled_reference_runtime"),
+            speedup=verdict.extras.get("speedup"), speedup_std=verdict.extras.get("speedup_std"),
+            speedup_vs_compile=verdict.extras.get("speedup_vs_compile"),
+            profiling_ratio=verdict.extras.get("profiling_ratio"),
+            kernel_launches=verdict.extras.get("kernel_launches"), sandbox_notes=notes,
+            device=reference.device_name or (_CPU_DEVICE if device == "cpu" else "cuda"),
+        )
+
+    # -- children ---------------------------------------------------------------------------------
+    def _request(self, task: Task, options: EvalOptions, device: str, role: str, tmp: str) -> dict[str, Any]:
+        device_class = "cpu" if device == "cpu" else "gpu"
+        alt = task.shape_overrides(device_class, alternate=True) if task.alt_shapes.get(device_class) else None
+        return {
+            "role": role, "device": device, "device_index": options.device_index, "tmp_dir": tmp,
+            "task_source": task.source, "overrides": task.shape_overrides(device_class),
+            "alt_overrides": alt, "seed": options.seed, "trials": options.trials,
+            "alt_trials": options.alt_shape_trials, "host_memory_mb": options.host_memory_mb,
+            "address_space_limit": options.address_space_limit,
+            "network_namespace": options.network_namespace,
+            "filesystem_namespace": options.filesystem_namespace, "timing": options.timing and device == "cuda",
+            "warmup": options.warmup, "repeats": options.repeats, "compile_baseline": options.compile_baseline,
+            "profile": options.profile and device == "cuda",
+            "allowed_write_dirs": [tmp, self.triton_cache_dir],
+        }
+
+    def _run(self, request: dict[str, Any], options: EvalOptions, device: str, timeout_s: float) -> ChildReport:
+        """Run a request; if the zygote dies under it, restart the zygote and try once more."""
+        for attempt in (1, 2):
+            zygote = self.zygote(device)
+            try:
+                return run_request(zygote, request, timeout_s, options.host_memory_mb)
+            except ZygoteDied:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _reference(self, task: Task, options: EvalOptions, device: str) -> tuple[ReferenceData | None, str | None]:
+        with tempfile.TemporaryDirectory(prefix="fk-ref-") as tmp:
+            request = self._request(task, options, device, "reference", tmp)
+            key_fields = {k: v for k, v in request.items() if k not in ("tmp_dir", "allowed_write_dirs")}
+            key = hashlib.sha256(json.dumps(key_fields, sort_keys=True, default=str).encode()).hexdigest()
+            with self._lock:
+                if key in self._references:
+                    self._references.move_to_end(key)
+                    return self._references[key], None
+            report = self._run(request, options, device, max(options.timeout_s, 120.0))
+        reference, error = reference_from_report(report)
+        if reference is not None:
+            with self._lock:
+                self._references[key] = reference
+                while len(self._references) > _REFERENCE_CACHE:
+                    self._references.popitem(last=False)
+        return reference, error
+
+    def _run_candidate(self, task: Task, code: str, options: EvalOptions, device: str, static: StaticReport,
+                       reference: ReferenceData) -> ChildReport:
+        tmp = tempfile.mkdtemp(prefix="fk-eval-")
+        try:
+            path = os.path.join(tmp, "candidate.py")
+            with open(path, "w") as f:
+                f.write(code)
+            request = self._request(task, options, device, "candidate", tmp)
+            request["candidate_path"] = path
+            request["kernels"] = {k: list(v) for k, v in static.kernels.items()}
+            request["expected"] = {
+                shapes: [[o.meta["dtype"], o.meta["shape"]] for o in outs]
+                for (shapes, trial), outs in reference.outputs.items() if trial == 0
+            }
+            return self._run(request, options, device, options.timeout_s)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def hack_summary(findings: list[HackFinding]) -> str:
+    """One line per finding, for logs."""
+    return "\n".join(f"{'REJECT' if h.rejected else 'warn'} {h.flag.value}: {h.message}" for h in findings)
+

@@ -1,0 +1,354 @@
+"""What runs inside one forked evaluation child: the reference role or the candidate role.
+
+The child reports raw facts through its :class:`~forge_kernels.eval.channel.ChannelWriter`
+(outputs as raw tensors, launch counts, aten ops seen, raw timing samples, errors with their stage)
+and decides nothing: verdicts are formed by the evaluator. The reference role never loads
+candidate code; the candidate role never sees reference outputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+import threading
+import traceback
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from forge_kernels.eval.channel import DTYPES, ChannelWriter
+from forge_kernels.eval.launches import AtenAudit, LaunchCounter
+from forge_kernels.eval.sandbox import apply_limits, install_audit_hook, isolate_filesystem, unshare_network
+from forge_kernels.eval.timing import (
+    TimingPrimitives,
+    l2_flush_buffer,
+    l2_persisting_limit,
+    reset_persisting_l2,
+    time_calls,
+)
+
+__all__ = ["run_child"]
+
+_MODES = (("eval", False), ("eval", True), ("train", False), ("train", True))
+_TO = torch.Tensor.to
+_DETACH = torch.Tensor.detach
+_CONTIGUOUS = torch.Tensor.contiguous
+_CLONE = torch.Tensor.clone
+_COPY = torch.Tensor.copy_
+_VIEW = torch.Tensor.view
+_NUMPY = torch.Tensor.numpy
+_STORAGE_PTR = lambda t: t.untyped_storage().data_ptr()  # noqa: E731
+
+
+class _Abort(Exception):
+    """Stop the child after an error frame was sent."""
+
+
+def run_child(request: dict[str, Any], fd: int) -> None:
+    """Entry point in the forked child; never returns (exits the process)."""
+    out = ChannelWriter(fd)
+    code = 0
+    try:
+        _Child(request, out).run()
+        out.send({"kind": "done"})
+    except _Abort:
+        pass
+    except BaseException as err:  # a harness bug: reported as internal, never blamed on the candidate
+        _send_error(out, "harness", err, request.get("candidate_path", ""), {})
+        code = 3
+    finally:
+        os._exit(code)
+
+
+def _send_error(out: ChannelWriter, stage: str, err: BaseException, candidate_path: str,
+                kernels: dict[str, list[int]]) -> None:
+    frames = list(traceback.walk_tb(err.__traceback__))
+    in_kernel = type(err).__name__ == "InterpreterError" or any(
+        f.f_code.co_filename == candidate_path and any(a <= line <= b for a, b in kernels.values())
+        for f, line in frames
+    )
+    summary = traceback.extract_tb(err.__traceback__)
+    mine = [fs for fs in summary if fs.filename == candidate_path] or summary[-3:]
+    trace = "".join(traceback.format_list(mine)) + "".join(traceback.format_exception_only(type(err), err))
+    out.send({
+        "kind": "error", "stage": stage, "type": type(err).__name__, "module": type(err).__module__ or "",
+        "message": str(err)[:4000], "trace": trace[-8000:], "in_kernel": bool(in_kernel),
+    })
+
+
+def _load_task(source_path: str, name: str, overrides: dict[str, Any]) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, source_path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    unknown = sorted(k for k in overrides if k not in vars(module))
+    if unknown:
+        raise KeyError(f"shape overrides {unknown} are not globals of the task module")
+    vars(module).update(overrides)
+    return module
+
+
+class _Child:
+    def __init__(self, request: dict[str, Any], out: ChannelWriter) -> None:
+        self.req = request
+        self.out = out
+        self.role: str = request["role"]
+        self.device = torch.device("cpu")
+        self.kernels: dict[str, list[int]] = request.get("kernels", {})
+        self.candidate_path: str = request.get("candidate_path", "")
+        self.expected: dict[str, list[list[Any]]] = request.get("expected", {})
+
+    # -- plumbing --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        try:
+            yield
+        except _Abort:
+            raise
+        except BaseException as err:
+            _send_error(self.out, name, err, self.candidate_path, self.kernels)
+            raise _Abort from None
+
+    def note(self, message: str) -> None:
+        self.out.send({"kind": "note", "message": message})
+
+    def setup(self) -> None:
+        tmp = self.req["tmp_dir"]
+        os.chdir(tmp)
+        os.environ["TMPDIR"] = tmp
+        cuda = self.req["device"] == "cuda"
+        apply_limits(self.req["host_memory_mb"], address_space=self.req["address_space_limit"] and not cuda)
+        if self.req.get("network_namespace", True):
+            self.note(unshare_network())
+        if self.role == "candidate" and self.req.get("filesystem_namespace", True):
+            self.note(isolate_filesystem(self.req["allowed_write_dirs"]))
+        if cuda:
+            torch.cuda.set_device(self.req["device_index"])
+            self.device = torch.device("cuda", self.req["device_index"])
+            self.out.send({"kind": "device", "name": torch.cuda.get_device_name(self.device)})
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+    # -- inputs and outputs ------------------------------------------------------------------------
+    def make_inputs(self, module: types.ModuleType, seed: int, reuse: list[Any] | None) -> list[Any]:
+        with self.stage("task"):
+            torch.manual_seed(seed)
+            fresh = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+        if reuse is None or len(reuse) != len(fresh):
+            return fresh
+        # Same tensors, new contents: defeats caches keyed on identity, pointer or shape.
+        merged = []
+        for old, new in zip(reuse, fresh):
+            same = isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor) and old.shape == new.shape \
+                and old.dtype == new.dtype
+            merged.append(_COPY(old, new) if same else new)
+        return merged
+
+    def send_tensor(self, header: dict[str, Any], tensor: torch.Tensor) -> None:
+        t = _CONTIGUOUS(_TO(_DETACH(tensor), "cpu"))
+        raw = _NUMPY(_VIEW(_VIEW(t, -1), torch.uint8)) if t.numel() else b""
+        dtype = str(t.dtype).removeprefix("torch.")
+        self.out.send({**header, "kind": "tensor", "dtype": dtype, "shape": list(t.shape), "nbytes": t.numel() *
+                       t.element_size()}, memoryview(raw) if t.numel() else b"")
+
+    def send_outputs(self, result: Any, shapes: str, trial: int, inputs: list[Any]) -> None:
+        outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+        expected = self.expected.get(shapes, [])
+        input_ptrs = {_STORAGE_PTR(x) for x in inputs if type(x) is torch.Tensor and x.numel()}
+        for i, o in enumerate(outputs):
+            meta: dict[str, Any] = {"kind": "output", "shapes": shapes, "trial": trial, "index": i,
+                                    "count": len(outputs), "type": type(o).__qualname__}
+            if type(o) is not torch.Tensor:  # subclasses and non-tensors are not unwrapped here
+                meta["plain_tensor"] = False
+                self.out.send(meta)
+                continue
+            dtype = str(o.dtype).removeprefix("torch.")
+            meta.update(plain_tensor=True, dtype=dtype, shape=list(o.shape), layout=str(o.layout),
+                        device=str(o.device), aliases_input=bool(o.numel() and _STORAGE_PTR(o) in input_ptrs))
+            self.out.send(meta)
+            want = expected[i] if i < len(expected) else None
+            sendable = self.role == "reference" or (
+                want is not None and want == [dtype, list(o.shape)] and o.layout == torch.strided
+                and dtype in DTYPES
+            )
+            if sendable:
+                self.send_tensor({"tag": "output", "shapes": shapes, "trial": trial, "index": i}, o)
+
+    # -- roles ---------------------------------------------------------------------------------------
+    def run(self) -> None:
+        self.setup()
+        with open(os.path.join(self.req["tmp_dir"], "task_module.py"), "w") as f:
+            f.write(self.req["task_source"])
+        if self.role == "reference":
+            self.run_reference()
+        else:
+            self.run_candidate()
+
+    def _task(self, alternate: bool) -> types.ModuleType:
+        key = "alt_overrides" if alternate else "overrides"
+        with self.stage("task"):
+            return _load_task(os.path.join(self.req["tmp_dir"], "task_module.py"),
+                              f"task_module{'_alt' if alternate else ''}", self.req[key] or {})
+
+    def _shape_sets(self) -> list[tuple[str, bool, list[int]]]:
+        seed = self.req["seed"]
+        sets = [("primary", False, [seed + k for k in range(self.req["trials"])])]
+        if self.req.get("alt_overrides") is not None and self.req["alt_trials"]:
+            sets.append(("alternate", True, [seed + 1000 + k for k in range(self.req["alt_trials"])]))
+        return sets
+
+    def run_reference(self) -> None:
+        for shapes, alternate, seeds in self._shape_sets():
+            task = self._task(alternate)
+            with self.stage("task"):
+                torch.manual_seed(self.req["seed"])
+                model = task.Model(*task.get_init_inputs()).to(self.device).eval()
+            for trial, seed in enumerate(seeds):
+                inputs = self.make_inputs(task, seed, None)
+                clones = [_CLONE(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+                with self.stage("task"), torch.no_grad():
+                    result = model(*clones)
+                self.send_outputs(result, shapes, trial, inputs)
+                if shapes == "primary" and trial == 0:
+                    for i, x in enumerate(inputs):
+                        if isinstance(x, torch.Tensor):
+                            self.send_tensor({"tag": "input", "index": i}, x)
+                    dtypes = sorted({str(x.dtype).removeprefix("torch.") for x in inputs
+                                     if isinstance(x, torch.Tensor) and x.is_floating_point()})
+                    self.out.send({"kind": "input_dtypes", "dtypes": dtypes})
+            if shapes == "primary" and self.device.type == "cuda" and self.req["timing"]:
+                self.time_reference(task, model)
+
+    def time_reference(self, task: types.ModuleType, model: torch.nn.Module) -> None:
+        prims = TimingPrimitives.capture()
+        flush = l2_flush_buffer(self.device)
+        inputs = self.make_inputs(task, self.req["seed"], None)
+        with self.stage("task"), torch.no_grad():
+            samples = time_calls(lambda: model(*inputs), prims, self.req["warmup"], self.req["repeats"], flush)
+        self.out.send({"kind": "timing", "name": "eager", "samples": samples})
+        if self.req["compile_baseline"]:
+            try:
+                compiled = torch.compile(model)
+                with torch.no_grad():
+                    samples = time_calls(lambda: compiled(*inputs), prims, max(self.req["warmup"], 3),
+                                         self.req["repeats"], flush)
+                self.out.send({"kind": "timing", "name": "compiled", "samples": samples})
+            except Exception as err:  # a compile failure of the reference is not fatal
+                self.note(f"torch.compile baseline unavailable: {type(err).__name__}: {str(err)[:300]}")
+
+    def run_candidate(self) -> None:
+        prims = TimingPrimitives.capture()
+        counter = LaunchCounter()
+        counter.install()
+        threads_before = threading.active_count()
+        primary_task = self._task(False)
+        install_audit_hook(self.req["allowed_write_dirs"], self.candidate_path, self._report_violation)
+        with self.stage("import"):
+            spec = importlib.util.spec_from_file_location("candidate", self.candidate_path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["candidate"] = module
+            spec.loader.exec_module(module)
+        self.out.send({"kind": "progress", "stage": "imported"})
+        model_cls = getattr(module, "ModelNew", None)
+        if not (isinstance(model_cls, type) and issubclass(model_cls, torch.nn.Module)):
+            self.out.send({"kind": "error", "stage": "import", "type": "MissingModelNew", "module": "",
+                           "message": f"the candidate module defines no nn.Module subclass named ModelNew "
+                                      f"(found {type(model_cls).__name__})", "trace": "", "in_kernel": False})
+            raise _Abort
+        launches: dict[str, Any] = {"trials": [], "repeats": [], "modes": {}}
+        audit_ops: AtenAudit | None = None
+        last_model, last_inputs = None, []
+        for shapes, alternate, seeds in self._shape_sets():
+            task = primary_task if not alternate else self._task(True)
+            suffix = "_alt" if alternate else ""
+            with self.stage("init" + suffix):
+                init_inputs = task.get_init_inputs()
+                torch.manual_seed(self.req["seed"])
+                model = model_cls(*init_inputs).to(self.device).eval()
+            inputs: list[Any] | None = None
+            for trial, seed in enumerate(seeds):
+                inputs = self.make_inputs(task, seed, inputs if trial % 2 == 1 else None)
+                counter.take()
+                with self.stage("forward" + suffix), torch.no_grad():
+                    if shapes == "primary" and trial == 0:
+                        dtypes = {x.dtype for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()}
+                        audit_ops = AtenAudit(counter, dtypes)
+                        with audit_ops:
+                            result = model(*inputs)
+                    else:
+                        result = model(*inputs)
+                if shapes == "primary":
+                    launches["trials"].append(counter.take())
+                    if trial == 0:
+                        self.out.send({"kind": "progress", "stage": "ran"})
+                self.send_outputs(result, shapes, trial, inputs)
+                if shapes == "primary" and trial == 0:
+                    for i, x in enumerate(inputs):
+                        if type(x) is torch.Tensor:
+                            self.send_tensor({"tag": "input", "index": i}, x)
+                del result
+            if shapes == "primary":
+                last_model, last_inputs = model, inputs or []
+                self._launch_audit(model, last_inputs, counter, launches)
+        self.out.send({"kind": "launches", **launches})
+        if audit_ops is not None:
+            self.out.send({"kind": "aten", "compute_ops": audit_ops.compute_ops, "downcasts": audit_ops.downcasts})
+        self._integrity(prims, counter, threads_before)
+        if self.device.type == "cuda" and last_model is not None:
+            self._device_measurements(last_model, primary_task, prims, counter)
+
+    def _launch_audit(self, model: torch.nn.Module, inputs: list[Any], counter: LaunchCounter,
+                      launches: dict[str, Any]) -> None:
+        """Launches on repeated identical calls (caches) and in each train/eval x grad mode (decoys)."""
+        with self.stage("forward"), torch.no_grad():
+            for _ in range(2):
+                counter.take()
+                model(*inputs)
+                launches["repeats"].append(counter.take())
+        for mode, grad in _MODES:
+            model.train(mode == "train")
+            counter.take()
+            try:
+                with torch.set_grad_enabled(grad):
+                    model(*inputs)
+                launches["modes"][f"{mode}_{'grad' if grad else 'nograd'}"] = counter.take()
+            except Exception as err:
+                self.note(f"forward in {mode} mode with grad={grad} raised {type(err).__name__}: {str(err)[:200]}")
+        model.eval()
+
+    def _integrity(self, prims: TimingPrimitives, counter: LaunchCounter, threads_before: int) -> None:
+        checks: dict[str, Any] = {
+            "threads_started": threading.active_count() - threads_before,
+            "timer_patched": prims.still_installed(),
+            "launch_wrapper_intact": counter.intact(),
+            "streams": sorted(counter.streams),
+        }
+        if self.device.type == "cuda":
+            checks["default_stream"] = torch.cuda.current_stream().cuda_stream
+            checks["l2_persisting_limit"] = l2_persisting_limit()
+        self.out.send({"kind": "checks", **checks})
+
+    def _device_measurements(self, model: torch.nn.Module, task: types.ModuleType, prims: TimingPrimitives,
+                             counter: LaunchCounter) -> None:
+        from forge_kernels.eval.profiling import profile_kernels
+
+        inputs = self.make_inputs(task, self.req["seed"], None)
+        with self.stage("forward"), torch.no_grad():
+            if self.req["profile"]:
+                kernels = profile_kernels(lambda: model(*inputs))
+                self.out.send({"kind": "profile", "kernels": kernels})
+            if self.req["timing"]:
+                if not reset_persisting_l2():
+                    self.note("persisting-L2 reset unavailable (no CUDA runtime library reachable)")
+                flush = l2_flush_buffer(self.device)
+                samples = time_calls(lambda: model(*inputs), prims, self.req["warmup"], self.req["repeats"], flush)
+                self.out.send({"kind": "timing", "name": "candidate", "samples": samples})
+
+    def _report_violation(self, kind: str, message: str) -> None:
+        self.out.send({"kind": "violation", "what": kind, "message": message})
