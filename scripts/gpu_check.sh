@@ -16,7 +16,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
 } 2>&1 | tee "$out/device.txt"
 status=0
-python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="--import-mode=importlib -ra" 2>&1 | tee "$out/pytest_gpu.log" || status=1
+timeout 420 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="--import-mode=importlib -ra" 2>&1 | tee "$out/pytest_gpu.log" || status=1
 for b in ${GPU_BENCHES:-eval_overhead}; do
   timeout 300 python3 -m bench."$b" 2>"$out/bench_$b.err" | tee -a "$out/bench.jsonl" || status=1
 done
