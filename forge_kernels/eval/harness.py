@@ -12,6 +12,7 @@ import contextlib
 import importlib.util
 import os
 import sys
+import tempfile
 import threading
 import traceback
 import types
@@ -121,6 +122,7 @@ class _Child:
         tmp = self.req["tmp_dir"]
         os.chdir(tmp)
         os.environ["TMPDIR"] = tmp
+        tempfile.tempdir = tmp  # the zygote cached gettempdir() as /tmp before the fork
         cuda = self.req["device"] == "cuda"
         apply_limits(self.req["host_memory_mb"], address_space=self.req["address_space_limit"] and not cuda)
         if self.req.get("network_namespace", True):
@@ -131,6 +133,8 @@ class _Child:
             torch.cuda.set_device(self.req["device_index"])
             self.device = torch.device("cuda", self.req["device_index"])
             self.out.send({"kind": "device", "name": torch.cuda.get_device_name(self.device)})
+            # the driver's own default limit (nonzero on H100), read before candidate code runs
+            self.l2_baseline = l2_persisting_limit()
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
 
@@ -332,6 +336,7 @@ class _Child:
         if self.device.type == "cuda":
             checks["default_stream"] = torch.cuda.current_stream().cuda_stream
             checks["l2_persisting_limit"] = l2_persisting_limit()
+            checks["l2_persisting_baseline"] = getattr(self, "l2_baseline", None)
         self.out.send({"kind": "checks", **checks})
 
     def _device_measurements(self, model: torch.nn.Module, task: types.ModuleType, prims: TimingPrimitives,

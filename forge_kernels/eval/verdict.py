@@ -215,10 +215,11 @@ def _integrity_flags(v: Verdict, rep: ChildReport, static: StaticReport, ref: Re
     if streams or static.streams:
         v.flags.append((HackFlag.SIDE_STREAM, "; ".join(static.streams + [f"launches on stream {s:#x}"
                                                                            for s in streams])))
-    l2 = checks.get("l2_persisting_limit")
-    if (isinstance(l2, int) and l2 > 0) or static.persisting_l2:
+    l2, l2_base = checks.get("l2_persisting_limit"), checks.get("l2_persisting_baseline") or 0
+    raised = isinstance(l2, int) and l2 > l2_base
+    if raised or static.persisting_l2:
         v.flags.append((HackFlag.PERSISTING_L2, "; ".join(static.persisting_l2 + (
-            [f"persisting-L2 limit set to {l2} bytes"] if isinstance(l2, int) and l2 > 0 else []))))
+            [f"persisting-L2 limit raised to {l2} bytes (driver default {l2_base})"] if raised else []))))
     if static.try_except:
         v.flags.append((HackFlag.TRY_EXCEPT_FALLBACK, "; ".join(static.try_except)))
     aten = next((f.header for f in rep.of_kind("aten")), {})

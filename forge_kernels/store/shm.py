@@ -24,6 +24,7 @@ import json
 import mmap
 import os
 import shutil
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,7 +112,8 @@ class ShmTensorStore(TensorStore):
 
     def get_state_dict_sync(self, key: str, user_state_dict: StateDict | None = None) -> StateDict:
         """Read ``key``; copies into ``user_state_dict``'s tensors when given (names must match)."""
-        for _ in range(100):
+        deadline = time.monotonic() + 30.0  # a reader racing a busy writer retries, within bounds
+        while time.monotonic() < deadline:
             meta = self._read_meta(key)
             segment = self._open_segment(meta["segment"])
             fcntl.flock(segment.fd, fcntl.LOCK_SH)
@@ -121,7 +123,7 @@ class ShmTensorStore(TensorStore):
                 return self._copy_out(key, segment, meta["tensors"], user_state_dict)
             finally:
                 fcntl.flock(segment.fd, fcntl.LOCK_UN)
-        raise RuntimeError(f"key {key!r} kept changing while being read (100 attempts)")
+        raise RuntimeError(f"key {key!r} kept changing while being read (for 30 s)")
 
     def delete_sync(self, key: str) -> None:
         _check_key(key)
