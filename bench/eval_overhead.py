@@ -68,11 +68,12 @@ def main() -> None:
         startup_s = time.monotonic() - start
         if not first.correct:
             raise SystemExit(f"benchmark kernel failed: {first.fault.value}: {first.error}")
-        zygote_s = []
+        zygote_s, phases = [], []
         for _ in range(args.evals):
             r = ev.evaluate(RELU_TASK, RELU_KERNEL)
             assert r.correct, r.error
             zygote_s.append(r.wall_time_s)
+            phases.append(r.phase_seconds)
         fresh_s = []
         static = analyze_source(RELU_KERNEL)
         reference, _ = ev._reference(RELU_TASK, options, device)
@@ -97,6 +98,8 @@ def main() -> None:
         "bench": "eval_overhead", "device": first.device, "cpus": os.cpu_count(), "evals": args.evals,
         "zygote_median_s": round(z, 4), "fresh_process_median_s": round(f, 4), "ratio": round(f / z, 2),
         "zygote_startup_s": round(startup_s, 2),
+        "zygote_phase_median_s": {k: round(statistics.median(p.get(k, 0.0) for p in phases), 4)
+                                  for k in phases[0]},
     }))
 
 

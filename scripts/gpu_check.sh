@@ -16,10 +16,12 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
 } 2>&1 | tee "$out/device.txt"
 status=0
-timeout 420 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="--import-mode=importlib -ra" 2>&1 | tee "$out/pytest_gpu.log" || status=1
+# GPU_TESTS narrows the run (e.g. GPU_TESTS=tests/eval); GPU_SMOKE=0 skips the smoke app.
+timeout ${GPU_TEST_TIMEOUT:-420} python3 -m pytest ${GPU_TESTS:-} -m gpu -q -s -p no:cacheprovider -o addopts="--import-mode=importlib -ra" 2>&1 | tee "$out/pytest_gpu.log" || status=1
 for b in ${GPU_BENCHES:-eval_overhead}; do
   timeout 300 python3 -m bench."$b" 2>"$out/bench_$b.err" | tee -a "$out/bench.jsonl" || status=1
 done
+[ "${GPU_SMOKE:-1}" = 0 ] && exit $status
 timeout 120 python3 -m apps.smoke.main --config configs/smoke.yaml device=cuda \
   "metrics.backends=[{type: console}]" 2>&1 | tail -3 | tee "$out/smoke.log" || status=1
 exit $status

@@ -4,7 +4,7 @@
     with Evaluator() as ev:
         result = ev.evaluate(task, candidate_code, EvalOptions(trials=3))
 
-See ``docs/eval.md`` for the guarantees, fault classes and hack checks.
+See the README's "Kernel evaluation" section for the guarantees, fault classes and hack checks.
 """
 
 from forge_kernels.eval.evaluator import Evaluator, hack_summary

@@ -166,6 +166,7 @@ class Evaluator:
             speedup_vs_compile=verdict.extras.get("speedup_vs_compile"),
             profiling_ratio=verdict.extras.get("profiling_ratio"),
             kernel_launches=verdict.extras.get("kernel_launches"), sandbox_notes=notes,
+            phase_seconds=report.phase_seconds(),
             device=reference.device_name or (_CPU_DEVICE if device == "cpu" else "cuda"),
         )
 

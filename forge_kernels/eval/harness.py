@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import types
 from collections.abc import Iterator
@@ -118,6 +119,10 @@ class _Child:
     def note(self, message: str) -> None:
         self.out.send({"kind": "note", "message": message})
 
+    def phase(self, name: str) -> None:
+        """Mark the end of a phase (diagnostic wall-clock breakdown; CLOCK_MONOTONIC is system-wide)."""
+        self.out.send({"kind": "phase", "name": name, "t": time.monotonic()})
+
     def setup(self) -> None:
         tmp = self.req["tmp_dir"]
         os.chdir(tmp)
@@ -186,6 +191,7 @@ class _Child:
     # -- roles ---------------------------------------------------------------------------------------
     def run(self) -> None:
         self.setup()
+        self.phase("setup")
         with open(os.path.join(self.req["tmp_dir"], "task_module.py"), "w") as f:
             f.write(self.req["task_source"])
         if self.role == "reference":
@@ -259,6 +265,7 @@ class _Child:
             sys.modules["candidate"] = module
             spec.loader.exec_module(module)
         self.out.send({"kind": "progress", "stage": "imported"})
+        self.phase("import")
         model_cls = getattr(module, "ModelNew", None)
         if not (isinstance(model_cls, type) and issubclass(model_cls, torch.nn.Module)):
             self.out.send({"kind": "error", "stage": "import", "type": "MissingModelNew", "module": "",
@@ -304,6 +311,7 @@ class _Child:
         if audit_ops is not None:
             self.out.send({"kind": "aten", "compute_ops": audit_ops.compute_ops, "downcasts": audit_ops.downcasts})
         self._integrity(prims, counter, threads_before)
+        self.phase("correctness")
         if self.device.type == "cuda" and last_model is not None:
             self._device_measurements(last_model, primary_task, prims, counter)
 
@@ -348,12 +356,14 @@ class _Child:
             if self.req["profile"]:
                 kernels = profile_kernels(lambda: model(*inputs))
                 self.out.send({"kind": "profile", "kernels": kernels})
+                self.phase("profile")
             if self.req["timing"]:
                 if not reset_persisting_l2():
                     self.note("persisting-L2 reset unavailable (no CUDA runtime library reachable)")
                 flush = l2_flush_buffer(self.device)
                 samples = time_calls(lambda: model(*inputs), prims, self.req["warmup"], self.req["repeats"], flush)
                 self.out.send({"kind": "timing", "name": "candidate", "samples": samples})
+                self.phase("timing")
 
     def _report_violation(self, kind: str, message: str) -> None:
         self.out.send({"kind": "violation", "what": kind, "message": message})

@@ -148,6 +148,11 @@ class EvalResult(StrictModel):
     kernel_launches: int | None = Field(default=None, description="Triton launches seen in one forward")
     sandbox_notes: list[str] = Field(default_factory=list)
     wall_time_s: float = 0.0
+    phase_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="wall time per phase of the candidate's process (setup, import, correctness, profile, "
+        "timing, teardown); diagnostic",
+    )
 
     @property
     def hack_flags(self) -> list[HackFlag]:

@@ -35,6 +35,21 @@ class ChildReport:
     peak_rss_mb: float = 0.0
     stream_error: str | None = None
     zygote_generation: int = 0
+    started_at: float = 0.0  # time.monotonic() when the child was requested
+    ended_at: float = 0.0  # ... and when its report was complete
+
+    def phase_seconds(self) -> dict[str, float]:
+        """Seconds per phase, from the child's phase marks (diagnostic only: the child could lie)."""
+        phases: dict[str, float] = {}
+        last = self.started_at
+        for f in self.of_kind("phase"):
+            t = f.header.get("t")
+            if isinstance(t, (int, float)) and last <= t <= self.ended_at:
+                phases[str(f.header.get("name"))[:32]] = round(t - last, 4)
+                last = t
+        if self.ended_at > last:
+            phases["teardown"] = round(self.ended_at - last, 4)
+        return phases
 
     def of_kind(self, kind: str) -> list[Frame]:
         return [f for f in self.frames if f.kind == kind]
@@ -55,7 +70,7 @@ def run_request(zygote: ZygoteClient, request: dict[str, Any], timeout_s: float,
     """Fork a child for ``request``, collect its channel until it exits, kill it at the deadline or
     when its resident memory exceeds ``host_memory_mb``. Raises :class:`ZygoteDied` if the zygote
     died under it (the caller retries on a fresh zygote)."""
-    report = ChildReport()
+    report = ChildReport(started_at=time.monotonic())
     read_fd, write_fd = os.pipe()
     try:
         pid, exit_future = zygote.spawn(request, write_fd)
@@ -116,6 +131,7 @@ def run_request(zygote: ZygoteClient, request: dict[str, Any], timeout_s: float,
         _drain(read_fd, buf, grace_s=0.2)
         os.close(read_fd)
         zygote.forget(pid)
+    report.ended_at = time.monotonic()
     report.frames, report.stream_error = parse_frames(buf)
     return report
 

@@ -1,6 +1,6 @@
 """Actor runtime: typed actors on asyncio (``local``) or in processes (``monarch``), and services.
 
-See ``docs/runtime.md``. The public API::
+See the README's "Actor runtime" section. The public API::
 
     Actor, endpoint              write an actor (its settings: a nested ``Config`` model)
     spawn, shutdown              start actors / stop everything

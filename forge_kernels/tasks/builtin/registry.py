@@ -3,7 +3,7 @@
 A reference module's own globals are its GPU shapes; ``cpu`` shapes are small enough for the
 Triton interpreter (about 0.5 ms per program instance, so few, large blocks) and the ``alt_*``
 sets use different, mostly non-power-of-two sizes to catch solutions that hard-code shapes.
-To add a task: write the two files and append an entry below (see docs/tasks.md).
+To add a task: write the two files and append an entry below (see the README's "Adding a built-in task").
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ class ModelNew(nn.Module):
         M, K = a.shape
         N = b.shape[1]
         c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-        # 512x512x512 fp32 tiles, 4 stages: megabytes of shared memory per block
-        matmul_kernel[(triton.cdiv(M, 512), triton.cdiv(N, 512))](a, b, c, M, N, K, BM=512, BN=512, BK=512,
-                                                                   num_stages=4)
+        # 128x256 + 256x128 fp32 tiles are 256 KiB per pipeline stage; 3 stages need 768 KiB of shared
+        # memory per block (an H100 has 228 KiB). Tiles this size still compile in seconds.
+        matmul_kernel[(triton.cdiv(M, 128), triton.cdiv(N, 128))](a, b, c, M, N, K, BM=128, BN=128, BK=256,
+                                                                   num_stages=3)
         return c
