@@ -57,6 +57,7 @@ def run_child(request: dict[str, Any], fd: int) -> None:
     try:
         _Child(request, out).run()
         out.send({"kind": "done"})
+        os.close(fd)  # EOF now: the evaluator need not wait for the (slow, on a GPU) process teardown
     except _Abort:
         pass
     except BaseException as err:  # a harness bug: reported as internal, never blamed on the candidate
@@ -298,6 +299,7 @@ class _Child:
                     launches["trials"].append(counter.take())
                     if trial == 0:
                         self.out.send({"kind": "progress", "stage": "ran"})
+                        self.phase("first_forward")
                 self.send_outputs(result, shapes, trial, inputs)
                 if shapes == "primary" and trial == 0:
                     for i, x in enumerate(inputs):

@@ -8,6 +8,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -80,7 +81,7 @@ def run_request(zygote: ZygoteClient, request: dict[str, Any], timeout_s: float,
     buf = bytearray()
     deadline = time.monotonic() + timeout_s
     limit = host_memory_mb * (1 << 20)
-    eof, next_rss = False, 0.0
+    eof, complete, next_rss = False, False, 0.0
     try:
         proc: psutil.Process | None = psutil.Process(pid)
     except psutil.Error:
@@ -101,6 +102,9 @@ def run_request(zygote: ZygoteClient, request: dict[str, Any], timeout_s: float,
                         buf += chunk
                     else:
                         eof = True
+                        complete = _ends_with_done(buf)
+                        if complete:  # the report is whole: no need to wait for the CUDA teardown
+                            break
                 elif exit_future.done():
                     eof = _drain(read_fd, buf, grace_s=0.5)  # a grandchild may hold the pipe open
             else:
@@ -122,18 +126,26 @@ def run_request(zygote: ZygoteClient, request: dict[str, Any], timeout_s: float,
     finally:
         _killpg(pid)  # always: also takes down anything the child spawned
         try:
-            report.exit = exit_future.result(timeout=10)
+            # A complete report makes the exit status moot; the zygote reaps the child later.
+            report.exit = None if complete else exit_future.result(timeout=10)
         except ZygoteDied:
             os.close(read_fd)
             raise
         except FutureTimeout:
             report.exit = None
-        _drain(read_fd, buf, grace_s=0.2)
+        if not complete:
+            _drain(read_fd, buf, grace_s=0.2)
         os.close(read_fd)
         zygote.forget(pid)
     report.ended_at = time.monotonic()
     report.frames, report.stream_error = parse_frames(buf)
     return report
+
+
+def _ends_with_done(buf: bytearray) -> bool:
+    """Whether the channel holds well-formed frames ending with the child's ``done`` frame."""
+    frames, error = parse_frames(buf)
+    return error is None and bool(frames) and frames[-1].kind == "done"
 
 
 def _drain(fd: int, buf: bytearray, grace_s: float) -> bool:
@@ -167,8 +179,10 @@ def run_fresh_process(request: dict[str, Any], env: dict[str, str], timeout_s: f
             report.timed_out = True
             break
     _killpg(proc.pid)
-    status = proc.wait()
     os.close(read_fd)
-    report.exit = ChildExit(status if status >= 0 else None, -status if status < 0 else None)
     report.frames, report.stream_error = parse_frames(buf)
+    if not report.finished:  # like the zygote path: a complete report does not wait for the exit
+        status = proc.wait()
+        report.exit = ChildExit(status if status >= 0 else None, -status if status < 0 else None)
+    threading.Thread(target=proc.wait, daemon=True).start()  # reap it
     return report

@@ -52,6 +52,24 @@ class ChildExit:
 # zygote side
 # ---------------------------------------------------------------------------------------------
 
+def _warm_triton_driver() -> None:
+    """Do Triton's per-process start-up once, here, instead of in every child: finding libcuda
+    (``ldconfig -p``), loading the cached ``cuda_utils`` extension and hashing Triton itself for
+    cache keys. This dlopens libcuda but never calls ``cuInit``, so forked children can still
+    create their own CUDA context."""
+    try:
+        from triton.runtime import driver
+
+        driver.active.utils  # noqa: B018  (attribute access instantiates the lazy driver)
+        try:
+            from triton.runtime.cache import triton_key  # triton >= 3.3
+        except ImportError:
+            from triton.compiler.compiler import triton_key
+        triton_key()  # hashes Triton's own sources and library (in every kernel's cache key); lru-cached
+    except Exception as err:  # an optimisation only: children then do this work themselves
+        print(f"zygote: Triton warm-up skipped: {type(err).__name__}: {err}", file=sys.stderr)
+
+
 def _zygote_main(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     import torch  # noqa: F401  (warm imports: this is what the zygote is for)
@@ -66,6 +84,8 @@ def _zygote_main(fd: int) -> None:
 
     if os.environ.get("TRITON_INTERPRET") != "1":
         import torch._inductor.compile_fx  # noqa: F401  (the torch.compile baseline of the reference)
+
+        _warm_triton_driver()
     if threading.active_count() != 1:
         raise RuntimeError("zygote must stay single-threaded before forking")
     if torch.cuda.is_initialized():
@@ -155,6 +175,7 @@ class ZygoteClient:
         self._next_id = 0
         self._started: dict[int, Future[int]] = {}
         self._exits: dict[int, Future[ChildExit]] = {}
+        self._forgotten: set[int] = set()  # pids whose exit message nobody will wait for
         self.generation = 0  # bumped on every (re)start
 
     @property
@@ -170,6 +191,7 @@ class ZygoteClient:
             if self.alive():
                 return
             self._shutdown_locked()
+            self._forgotten.clear()  # pids of the previous zygote's children
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             self._proc = subprocess.Popen(
                 [sys.executable, "-c", "import sys; from forge_kernels.eval.zygote import _zygote_main;"
@@ -224,9 +246,11 @@ class ZygoteClient:
                 if "started" in message:
                     self._started.pop(message["started"]).set_result(message["pid"])
                 elif "exited" in message:
-                    self._exits.setdefault(message["exited"], Future()).set_result(
-                        ChildExit(message["code"], message["signal"])
-                    )
+                    pid = message["exited"]
+                    if pid in self._forgotten:  # nobody waits for it any more
+                        self._forgotten.discard(pid)
+                        continue
+                    self._exits.setdefault(pid, Future()).set_result(ChildExit(message["code"], message["signal"]))
         with self._lock:  # zygote died: everything pending fails
             if self._sock is sock:
                 self._sock = None
@@ -236,8 +260,11 @@ class ZygoteClient:
             self._started.clear()
 
     def forget(self, pid: int) -> None:
+        """Drop the exit future of ``pid`` (reaped or not: its exit message is then ignored)."""
         with self._lock:
-            self._exits.pop(pid, None)
+            fut = self._exits.pop(pid, None)
+            if fut is None or not fut.done():
+                self._forgotten.add(pid)
 
     def _shutdown_locked(self) -> None:
         if self._sock is not None:

@@ -25,6 +25,17 @@ def test_correct_kernel_passes(evaluator, tasks):
     assert r.kernel_launches == 1 and r.hacks == []
     assert not r.timing_available and "unavailable on CPU" in (r.timing_note or "")
     assert r.runtime is None and r.speedup is None and r.profiling_ratio is None
+    assert list(r.phase_seconds)[:4] == ["setup", "import", "first_forward", "correctness"]
+    assert all(v >= 0 for v in r.phase_seconds.values())
+
+
+def test_complete_reports_do_not_leak_exit_bookkeeping(evaluator, tasks):
+    # The evaluator returns on the child's final frame without waiting for its exit; the zygote
+    # client must then drop the late exit message instead of keeping a future per evaluation.
+    for _ in range(4):
+        assert evaluator.evaluate(tasks["relu"], kernel("relu_ok")).correct
+    zygote = evaluator.zygote("cpu")
+    assert len(zygote._exits) + len(zygote._forgotten) <= 2
 
 
 @pytest.mark.parametrize(
