@@ -73,6 +73,10 @@ class GRPOConfig(StrictModel):
     runtime_overrides: dict[ActorName, dict[str, Any]] = Field(
         default_factory=dict, description="per-actor RuntimeConfig fields, e.g. {generator: {replicas: 2}}"
     )
+    actor_classes: dict[ActorName, str] = Field(
+        default_factory=dict,
+        description="replace an actor by a subclass, 'package.module:ClassName' (importable by every process)",
+    )
     metrics: MetricsConfig = MetricsConfig()
 
     @model_validator(mode="after")

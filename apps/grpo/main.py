@@ -10,9 +10,12 @@ See docs/grpo.md for the YAML keys and the metrics written per step.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from actors.advantages import ComputeAdvantages
 from actors.dataset import DatasetActor
@@ -21,9 +24,9 @@ from actors.reference import ReferenceModel
 from actors.replay_buffer import ReplayBuffer
 from actors.reward import RewardActor
 from actors.trainer import Trainer
-from forge_kernels.config import run_app
+from forge_kernels.config import ConfigError, run_app
 from forge_kernels.metrics import ConsoleBackendConfig, MetricLogger
-from forge_kernels.runtime import ActorCallError, ActorDiedError, shutdown, spawn
+from forge_kernels.runtime import Actor, ActorCallError, ActorDiedError, shutdown, spawn
 from forge_kernels.store import build_store
 
 from apps.grpo.config import GRPOConfig
@@ -53,7 +56,28 @@ class GRPOFailed(RuntimeError):
     """An actor failed; the run was stopped."""
 
 
-async def spawn_actors(cfg: GRPOConfig, model_path: str) -> Actors:
+def actor_class(cfg: GRPOConfig, name: str, default: type[Actor],
+                overrides: Mapping[str, type[Actor]] | None = None) -> type[Actor]:
+    """``default``, or the subclass named by ``actor_classes.<name>`` (or given in ``overrides``)."""
+    cls: Any = (overrides or {}).get(name)
+    if cls is None and name in cfg.actor_classes:
+        spec = cfg.actor_classes[name]
+        module, _, attr = spec.partition(":")
+        if not module or not attr:
+            raise ConfigError(f"actor_classes.{name}={spec!r}: expected 'package.module:ClassName'")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as err:
+            raise ConfigError(f"actor_classes.{name}={spec!r} cannot be imported: {err}") from None
+    if cls is None:
+        return default
+    if not (isinstance(cls, type) and issubclass(cls, default)):
+        raise ConfigError(f"actor_classes.{name}: {cls!r} is not a subclass of {default.__name__}")
+    return cls
+
+
+async def spawn_actors(cfg: GRPOConfig, model_path: str,
+                       classes: Mapping[str, type[Actor]] | None = None) -> Actors:
     """Spawn every actor with its YAML section, the shared model path and store."""
     shared = {"model_path": model_path}
     loss = cfg.trainer.loss
@@ -69,12 +93,16 @@ async def spawn_actors(cfg: GRPOConfig, model_path: str) -> Actors:
         specs["reference"] = (ReferenceModel, cfg.reference.model_copy(
             update={**shared, "temperature": loss.temperature}))
     names = list(specs)
-    handles = await asyncio.gather(*(spawn(cls, conf, cfg.runtime_for(name)) for name, (cls, conf) in specs.items()))
+    # a subclass's Config may add fields (with defaults): the section is re-validated into it
+    handles = await asyncio.gather(*(
+        spawn(actor_class(cfg, name, cls, classes), conf.model_dump(), cfg.runtime_for(name))
+        for name, (cls, conf) in specs.items()
+    ))
     return Actors(**dict(zip(names, handles)))
 
 
-async def run(cfg: GRPOConfig) -> list[dict[str, float]]:
-    """Run the app; returns the flushed metrics of every step."""
+async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None) -> list[dict[str, float]]:
+    """Run the app; returns the flushed metrics of every step. ``classes`` replaces actor classes."""
     model_path = resolve_model_path(cfg)
     store = build_store(cfg.store)
     for key in await store.keys("weights/"):  # a previous run's versions must not be mistaken for ours
@@ -85,7 +113,7 @@ async def run(cfg: GRPOConfig) -> list[dict[str, float]]:
     state = LoopState()
     actors: Actors | None = None
     try:
-        actors = await spawn_actors(cfg, model_path)
+        actors = await spawn_actors(cfg, model_path, classes)
         await call(actors.trainer, "push_weights", 0)  # version 0 too, for generators restarted later
         runner = StepRunner(actors, cfg, state, logger)
         if cfg.mode == "sync":
@@ -139,6 +167,9 @@ def main(cfg: GRPOConfig) -> list[dict[str, float]]:
         torch.set_num_threads(cfg.torch_threads)
     try:
         return asyncio.run(run(cfg))
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     except GRPOFailed as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(1) from None
