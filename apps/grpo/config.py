@@ -56,8 +56,8 @@ class GRPOConfig(StrictModel):
     run_dir: str = Field(default="runs/grpo", description="initial model (if built) and the final checkpoint")
     save_final: bool = Field(default=True, description="save the trained model to run_dir/final")
     torch_threads: int | None = Field(default=None, ge=1, description="intra-op threads of this process")
-    use_reference: Literal["auto", "on", "off"] = Field(
-        default="auto", description="reference logprobs: auto = only when loss.beta > 0"
+    use_reference: bool | None = Field(
+        default=None, description="spawn the reference model (null: only when trainer.loss.beta > 0)"
     )
     model: ModelSection = ModelSection()
     rollout: RolloutSection = RolloutSection()
@@ -93,15 +93,15 @@ class GRPOConfig(StrictModel):
                 f"advantages.estimator={self.advantages.estimator!r} but loss {loss.loss_name!r} needs "
                 f"{loss.advantage_estimator!r}; leave advantages.estimator unset"
             )
-        if self.use_reference == "off" and loss.beta > 0:
-            raise ValueError(f"use_reference is 'off' but trainer.loss.beta={loss.beta} needs reference logprobs")
+        if self.use_reference is False and loss.beta > 0:
+            raise ValueError(f"use_reference is false but trainer.loss.beta={loss.beta} needs reference logprobs")
         for name in self.runtime_overrides:
             self.runtime_for(name)  # bad override fields fail at load time
         return self
 
     @property
     def reference_enabled(self) -> bool:
-        return self.use_reference == "on" or (self.use_reference == "auto" and self.trainer.loss.beta > 0)
+        return self.use_reference if self.use_reference is not None else self.trainer.loss.beta > 0
 
     def runtime_for(self, actor: ActorName) -> RuntimeConfig:
         """The global ``runtime`` section with this actor's overrides applied."""

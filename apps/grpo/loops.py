@@ -146,6 +146,13 @@ class StepRunner:
         self.state.history.append(scalars)
         return scalars
 
+    async def abandon_weight_sync(self) -> None:
+        """Cancel a weight sync still in flight (the run is failing or interrupted)."""
+        if self.weight_sync is not None:
+            self.weight_sync.cancel()
+            await asyncio.gather(self.weight_sync, return_exceptions=True)
+            self.weight_sync = None
+
     async def finish_weight_sync(self) -> None:
         if self.weight_sync is not None:
             task, self.weight_sync = self.weight_sync, None

@@ -94,9 +94,9 @@ async def spawn_actors(cfg: GRPOConfig, model_path: str,
             update={**shared, "temperature": loss.temperature}))
     names = list(specs)
     # a subclass's Config may add fields (with defaults): the section is re-validated into it
+    resolved = {name: actor_class(cfg, name, cls, classes) for name, (cls, _) in specs.items()}
     handles = await asyncio.gather(*(
-        spawn(actor_class(cfg, name, cls, classes), conf.model_dump(), cfg.runtime_for(name))
-        for name, (cls, conf) in specs.items()
+        spawn(resolved[name], conf.model_dump(), cfg.runtime_for(name)) for name, (_, conf) in specs.items()
     ))
     return Actors(**dict(zip(names, handles)))
 
@@ -112,6 +112,7 @@ async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None)
     logger = MetricLogger.from_config(cfg.metrics.model_copy(update={"backends": backends}), total_steps=cfg.steps)
     state = LoopState()
     actors: Actors | None = None
+    runner: StepRunner | None = None
     try:
         actors = await spawn_actors(cfg, model_path, classes)
         await call(actors.trainer, "push_weights", 0)  # version 0 too, for generators restarted later
@@ -126,6 +127,8 @@ async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None)
     except (ActorCallError, ActorDiedError) as err:
         raise GRPOFailed(f"GRPO stopped at policy version {state.version}: {err}") from err
     finally:
+        if runner is not None:
+            await runner.abandon_weight_sync()
         if actors is not None:
             try:
                 await asyncio.wait_for(call(actors.reward, "close"), 30)
