@@ -39,12 +39,13 @@ class RolloutSection(StrictModel):
     groups_per_step: int = Field(default=2, ge=1, description="groups in one training batch")
     loops: int = Field(default=2, ge=1, description="concurrent continuous_rollouts tasks (async mode)")
     max_buffered_groups: int | None = Field(
-        default=None, ge=1, description="rollouts pause while the buffer holds this many (default 2 x groups_per_step)"
+        default=None, ge=1,
+        description="rollouts pause while buffered + in-flight groups reach this (default groups_per_step)",
     )
 
     @property
     def buffered_limit(self) -> int:
-        return self.max_buffered_groups or 2 * self.groups_per_step
+        return self.max_buffered_groups or self.groups_per_step
 
 
 class GRPOConfig(StrictModel):

@@ -62,12 +62,14 @@ class LoopState:
 
     version: int = 0  # the trainer's policy version
     generated_tokens: int = 0
+    groups_in_flight: int = 0  # being rolled out right now
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     history: list[dict[str, float]] = field(default_factory=list)  # flushed scalars, one per step
 
 
 async def rollout_group(actors: Actors, cfg: GRPOConfig, state: LoopState) -> list[Episode]:
     """One group: ``group_size`` completions of one task, scored (and with reference logprobs)."""
+    start = time.monotonic()
     sample = await call(actors.dataset, "sample", state.version)
     completions = await call(actors.generator, "generate", [sample.prompt_ids], cfg.rollout.group_size)
     scored = await call(actors.reward, "score", sample.task, completions)
@@ -79,16 +81,23 @@ async def rollout_group(actors: Actors, cfg: GRPOConfig, state: LoopState) -> li
         turn = Turn(completion, reward=result.reward or 0.0, feedback=result.feedback, info=info)
         episodes.append(Episode(f"{sample.group_id}-{i}", sample.group_id, sample.task.name, [turn],
                                 ref_logprobs=None if refs is None else refs[i]))
+    record_metric("perf/rollout_group_s", time.monotonic() - start)
     return episodes
 
 
 async def continuous_rollouts(actors: Actors, cfg: GRPOConfig, state: LoopState) -> None:
-    """Produce groups until told to stop; wait while the buffer already holds enough."""
+    """Produce groups until told to stop; wait while buffered + in-flight groups reach the limit
+    (each group produced beyond what training consumes only ages in the buffer)."""
     while not state.stop.is_set():
-        if await call(actors.buffer, "num_groups") >= cfg.rollout.buffered_limit:
+        ahead = await call(actors.buffer, "num_groups") + state.groups_in_flight
+        if ahead >= cfg.rollout.buffered_limit:
             await asyncio.sleep(POLL_S)
             continue
-        group = await rollout_group(actors, cfg, state)
+        state.groups_in_flight += 1
+        try:
+            group = await rollout_group(actors, cfg, state)
+        finally:
+            state.groups_in_flight -= 1
         await call(actors.buffer, "add", group)
 
 
@@ -130,7 +139,9 @@ class StepRunner:
     async def train(self, step: int, episodes: list[Episode]) -> dict[str, float]:
         episodes = await call(self.actors.advantages, "compute", episodes)
         record_batch_rewards(episodes)
+        start = time.monotonic()
         metrics = await call(self.actors.trainer, "train_step", episodes)
+        record_metric("perf/train_step_s", time.monotonic() - start)
         self.state.version += 1
         await self.finish_weight_sync()  # the previous version must be loaded before the next is published
         await call(self.actors.trainer, "push_weights", self.state.version)
