@@ -1,0 +1,35 @@
+"""The advantages actor: the configured loss's estimator over each group of episodes."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from forge_kernels.config import StrictModel
+from forge_kernels.metrics import record_metric
+from forge_kernels.runtime import Actor, endpoint
+from forge_kernels.types import Episode
+from losses.advantages import Estimator, assign_advantages
+
+__all__ = ["ComputeAdvantages"]
+
+
+def _not_padding(ep: Episode) -> bool:
+    return not any(t.info.get("padding") for t in ep.turns)
+
+
+class ComputeAdvantages(Actor):
+    """Fills ``turn.advantage``; the app sets ``estimator`` from ``loss.advantage_estimator``."""
+
+    class Config(StrictModel):
+        estimator: Estimator = "grpo"
+        gamma: float = Field(default=1.0, ge=0, le=1, description="discount over turns")
+        eps: float = Field(default=1e-6, gt=0)
+
+    @endpoint
+    async def compute(self, episodes: list[Episode]) -> list[Episode]:
+        """``episodes`` (any number of whole groups) with advantages filled in."""
+        metrics = assign_advantages(episodes, self.config.estimator, self.config.gamma, self.config.eps,
+                                    is_valid=_not_padding)
+        for key, value in metrics.items():
+            record_metric(key, value)
+        return episodes

@@ -1,0 +1,109 @@
+"""The dataset actor: kernel tasks in shuffled epochs, a level curriculum, prompts as token ids.
+
+Each ``sample(policy_version)`` returns the next task of the current epoch among the levels
+the curriculum allows at that version, with its chat prompt rendered through the checkpoint's
+chat template and tokenised, so the generator and trainer see exactly the same ids.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass
+
+from pydantic import Field, model_validator
+
+from actors.common import load_tokenizer
+from forge_kernels.config import StrictModel
+from forge_kernels.env.prompts import PromptConfig, task_messages
+from forge_kernels.runtime import Actor, endpoint
+from forge_kernels.tasks import Task, TaskSourceConfig, load_tasks
+from forge_kernels.tasks.loaders import BuiltinTasksConfig
+
+__all__ = ["CurriculumStage", "DatasetActor", "TaskSample"]
+
+
+class CurriculumStage(StrictModel):
+    """From policy version ``from_version`` on, draw tasks of these ``levels``."""
+
+    from_version: int = Field(ge=0)
+    levels: list[int] = Field(min_length=1)
+
+
+@dataclass
+class TaskSample:
+    """One prompt to roll out: the task, its prompt ids, and the id of its group of samples."""
+
+    task: Task
+    prompt_ids: list[int]
+    group_id: str
+    epoch: int
+
+
+class DatasetActor(Actor):
+    """Serves tasks in seeded, shuffled epochs, filtered by the curriculum stage."""
+
+    class Config(StrictModel):
+        model_path: str = Field(default="", description="checkpoint directory whose tokenizer renders prompts; the GRPO app fills it in")
+        tasks: TaskSourceConfig = BuiltinTasksConfig()
+        prompt: PromptConfig = PromptConfig()
+        seed: int = 0
+        shuffle: bool = True
+        curriculum: list[CurriculumStage] = Field(
+            default_factory=list, description="stages sorted by from_version; empty: every level always"
+        )
+        max_prompt_tokens: int | None = Field(default=None, ge=1, description="skip tasks with longer prompts")
+
+        @model_validator(mode="after")
+        def _sorted_stages(self) -> DatasetActor.Config:
+            versions = [s.from_version for s in self.curriculum]
+            if versions != sorted(versions) or (versions and versions[0] != 0):
+                raise ValueError(f"curriculum stages must be sorted by from_version and start at 0, got {versions}")
+            return self
+
+    async def setup(self) -> None:
+        cfg = self.config
+        self.tokenizer = load_tokenizer(cfg.model_path)
+        tasks = load_tasks(cfg.tasks)
+        self.prompts: dict[str, list[int]] = {}
+        for task in tasks:
+            ids = self.tokenizer.apply_chat_template(task_messages(task, cfg.prompt), add_generation_prompt=True,
+                                                     tokenize=True, return_dict=False)
+            if cfg.max_prompt_tokens is None or len(ids) <= cfg.max_prompt_tokens:
+                self.prompts[task.name] = list(ids)
+        self.tasks = [t for t in tasks if t.name in self.prompts]
+        if not self.tasks:
+            raise ValueError(f"no task left (loaded {len(tasks)}; max_prompt_tokens={cfg.max_prompt_tokens})")
+        for stage in cfg.curriculum:
+            if not any(t.level in stage.levels for t in self.tasks):
+                raise ValueError(f"curriculum stage {stage.model_dump()} matches none of the loaded tasks' levels "
+                                 f"{sorted({t.level for t in self.tasks})}")
+        self.rng = random.Random(cfg.seed)
+        self.epoch = 0
+        self._order: list[Task] = []
+        self._levels: tuple[int, ...] | None = None
+        self._groups = itertools.count()
+
+    def _stage_levels(self, policy_version: int) -> tuple[int, ...] | None:
+        stages = [s for s in self.config.curriculum if s.from_version <= policy_version]
+        return tuple(sorted(stages[-1].levels)) if stages else None
+
+    @endpoint
+    async def sample(self, policy_version: int = 0) -> TaskSample:
+        """The next task of the current epoch (a new shuffled epoch when one runs out)."""
+        levels = self._stage_levels(policy_version)
+        if levels != self._levels:  # a new curriculum stage starts a fresh epoch
+            self._levels, self._order = levels, []
+        if not self._order:
+            pool = [t for t in self.tasks if levels is None or t.level in levels]
+            if self.config.shuffle:
+                self.rng.shuffle(pool)
+            self._order = pool
+            self.epoch += 1
+        task = self._order.pop(0)
+        return TaskSample(task, self.prompts[task.name], f"g{next(self._groups)}-{task.name}", self.epoch)
+
+    @endpoint
+    async def num_tasks(self) -> int:
+        """Tasks available (after prompt-length filtering)."""
+        return len(self.tasks)

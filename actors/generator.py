@@ -1,0 +1,129 @@
+"""The generator actor: samples completions with an engine and swaps in new policy versions.
+
+``generate(prompt_ids, n)`` returns ``len(prompt_ids) * n`` :class:`Completion` s, each stamped
+with the policy version that produced it. ``update_weights(v)`` closes the gate to new requests,
+waits for the requests in flight to finish, copies version ``v`` from the tensor store into the
+engine and opens the gate again, so no sequence is ever sampled from two versions.
+
+The runtime's mailbox already runs one endpoint call at a time; the gate makes the guarantee
+hold on its own (an engine may run requests concurrently, and the generation itself runs in a
+worker thread so the event loop — other actors, on the ``local`` backend — keeps going).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Literal
+
+from pydantic import Field
+
+from actors.common import load_model, load_tokenizer, set_torch_threads
+from actors.engines.hf_generation import HFGenerationEngine
+from actors.engines.sampling import SamplingConfig
+from forge_kernels.config import StrictModel
+from forge_kernels.metrics import Reduce, record_metric
+from forge_kernels.runtime import Actor, endpoint
+from forge_kernels.store import StoreConfig, build_store, weights_key
+from forge_kernels.types import Completion
+
+__all__ = ["Generator", "VersionGate"]
+
+
+class VersionGate:
+    """A readers-writer gate with writer priority: requests share it, a weight update owns it.
+
+    Once a writer is waiting, new readers wait too (the update is not starved) and the writer
+    enters only when every reader already inside has left.
+    """
+
+    def __init__(self) -> None:
+        self._cond = asyncio.Condition()
+        self._readers = 0
+        self._writer_waiting = 0
+        self._writing = False
+
+    @property
+    def in_flight(self) -> int:
+        return self._readers
+
+    @asynccontextmanager
+    async def request(self) -> AsyncIterator[None]:
+        async with self._cond:
+            await self._cond.wait_for(lambda: not self._writing and not self._writer_waiting)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @asynccontextmanager
+    async def update(self) -> AsyncIterator[None]:
+        async with self._cond:
+            self._writer_waiting += 1
+            try:
+                await self._cond.wait_for(lambda: not self._writing and self._readers == 0)
+            finally:
+                self._writer_waiting -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
+class Generator(Actor):
+    """Samples completions from a Hugging Face checkpoint; pulls new weights from the tensor store."""
+
+    class Config(StrictModel):
+        model_path: str = Field(default="", description="Hugging Face checkpoint directory (model + tokenizer); the GRPO app fills it in")
+        engine: Literal["hf"] = "hf"
+        device: str = "cpu"
+        dtype: Literal["float32", "bfloat16"] = "float32"
+        sampling: SamplingConfig = SamplingConfig()
+        store: StoreConfig = StoreConfig()
+        torch_threads: int | None = Field(default=None, ge=1, description="intra-op threads of this actor")
+
+    async def setup(self) -> None:
+        set_torch_threads(self.config.torch_threads)
+        tokenizer = load_tokenizer(self.config.model_path)
+        model = load_model(self.config.model_path, self.config.dtype)
+        self.engine = HFGenerationEngine(model, tokenizer, self.config.device)
+        self.store = build_store(self.config.store)
+        self.gate = VersionGate()
+        # a fixed seed must not give every call the same samples: each call gets the next seed
+        seed = self.config.sampling.seed
+        self._seeds = None if seed is None else itertools.count(seed * 1_000_003 + self.rank)
+
+    @endpoint
+    async def generate(self, prompt_ids: list[list[int]], n: int,
+                       sampling: SamplingConfig | None = None) -> list[Completion]:
+        """``n`` completions per prompt (prompt-major), all from one policy version."""
+        sampling = sampling or self.config.sampling
+        if self._seeds is not None and sampling.seed is not None:
+            sampling = sampling.model_copy(update={"seed": next(self._seeds)})
+        async with self.gate.request():
+            completions = await asyncio.to_thread(self.engine.generate, prompt_ids, n, sampling)
+        record_metric("generator/completions", len(completions), Reduce.SUM)
+        return completions
+
+    @endpoint
+    async def update_weights(self, version: int) -> int:
+        """Pause new requests, drain those in flight, load ``version`` from the store, resume."""
+        async with self.gate.update():
+            if version == self.engine.policy_version:
+                return version
+            state_dict = await self.store.get_state_dict(weights_key(version))
+            await asyncio.to_thread(self.engine.load_weights, state_dict, version)
+        return version
+
+    @endpoint
+    async def policy_version(self) -> int:
+        """The version new requests are served from."""
+        return self.engine.policy_version

@@ -1,0 +1,107 @@
+"""The trainer actor: one optimiser step per batch of episodes, weights published to the store.
+
+``train_step(episodes)`` collates the turns (the generator's own token ids), optionally
+recomputes the current policy's logprobs first to measure the generator/trainer mismatch
+(slime's invariant: for samples of the trainer's current version it must be ~0), then runs the
+engine's step with the configured loss. ``push_weights(v)`` writes the weights under
+``weights/v<v>`` and deletes versions older than ``keep_versions``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Literal
+
+import torch
+from pydantic import Field
+
+from actors.common import load_model, load_tokenizer, set_torch_threads
+from actors.engines.batching import collate_turns
+from actors.engines.hf_training import HFTrainingEngine, OptimConfig
+from forge_kernels.config import StrictModel
+from forge_kernels.runtime import Actor, endpoint
+from forge_kernels.store import StoreConfig, build_store, weights_key
+from forge_kernels.types import Batch, Episode
+from losses import GRPOLoss, LossSpec
+
+__all__ = ["Trainer", "logprob_mismatch"]
+
+
+def logprob_mismatch(batch: Batch, trainer_logprobs: torch.Tensor, version: int) -> dict[str, float]:
+    """|trainer - generator| logprob over sampled tokens: all rows, and rows of ``version`` only."""
+    diff = (trainer_logprobs - batch.generator_logprobs).abs()
+    mask = batch.loss_mask.bool()
+    out = {"train/logprob_diff_mean": float(diff[mask].mean()), "train/logprob_diff_max": float(diff[mask].max())}
+    fresh = torch.tensor([v == version for v in batch.policy_versions])[:, None] & mask
+    if fresh.any():
+        out["train/fresh_logprob_diff_max"] = float(diff[fresh].max())
+    return out
+
+
+class Trainer(Actor):
+    """Hugging Face causal LM + AdamW + the configured loss (see :class:`HFTrainingEngine`)."""
+
+    class Config(StrictModel):
+        model_path: str = Field(default="", description="checkpoint to start from (model + tokenizer); the GRPO app fills it in")
+        device: str = "cpu"
+        optim: OptimConfig = OptimConfig()
+        loss: LossSpec = Field(default_factory=GRPOLoss)
+        store: StoreConfig = StoreConfig()
+        keep_versions: int = Field(default=2, ge=1, description="published versions kept in the store")
+        log_mismatch: bool = Field(default=True, description="recompute logprobs before each step (one forward)")
+        torch_threads: int | None = Field(default=None, ge=1)
+
+    async def setup(self) -> None:
+        cfg = self.config
+        set_torch_threads(cfg.torch_threads)
+        self.tokenizer = load_tokenizer(cfg.model_path)
+        self.engine = HFTrainingEngine(load_model(cfg.model_path), cfg.optim, cfg.loss, cfg.device)
+        self.store = build_store(cfg.store)
+        self.version = 0  # the policy version the current weights are
+
+    @endpoint
+    async def train_step(self, episodes: list[Episode]) -> dict[str, float]:
+        """One optimiser step on ``episodes`` (advantages filled in); returns its metrics."""
+        batch = collate_turns(episodes, pad_id=self.tokenizer.pad_token_id, ignore_index=self.config.loss.ignore_index)
+        if self.config.loss.beta > 0 and batch.ref_logprobs is None:
+            raise ValueError(f"loss has beta={self.config.loss.beta} but the episodes carry no ref_logprobs")
+        metrics = await asyncio.to_thread(self._step, batch)
+        ages = [self.version - v for v in batch.policy_versions]
+        metrics["train/staleness_mean"] = sum(ages) / len(ages)
+        metrics["train/staleness_max"] = float(max(ages))
+        metrics["train/tokens"] = float(batch.loss_mask.sum())
+        self.version += 1
+        metrics["train/version"] = float(self.version)
+        return metrics
+
+    def _step(self, batch: Batch) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        if self.config.log_mismatch:
+            metrics.update(logprob_mismatch(batch, self.engine.logprobs(batch), self.version))
+        metrics.update(self.engine.train_step(batch))
+        return metrics
+
+    @endpoint
+    async def push_weights(self, version: int) -> int:
+        """Publish the current weights as ``version``; drop versions older than ``keep_versions``."""
+        if version != self.version:
+            raise ValueError(f"asked to push version {version} but the trainer's weights are version {self.version}")
+        await self.store.put_state_dict(self.engine.state_dict_for_push(), weights_key(version))
+        for key in await self.store.keys("weights/v"):
+            if int(key.rsplit("v", 1)[1]) <= version - self.config.keep_versions:
+                await self.store.delete(key)
+        return version
+
+    @endpoint
+    async def current_version(self) -> int:
+        return self.version
+
+    @endpoint
+    async def save(self, path: str) -> str:
+        """Write the current model and tokenizer as a Hugging Face checkpoint directory."""
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        self.engine.model.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        return str(out)

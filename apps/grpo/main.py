@@ -1,0 +1,185 @@
+"""GRPO for kernel-writing models: typed actors, two concurrent loops, weights via the tensor store.
+
+    python -m apps.grpo.main --config configs/grpo_tiny.yaml
+    python -m apps.grpo.main --config configs/grpo_tiny.yaml mode=sync steps=5 runtime.backend=monarch
+    python -m apps.grpo.main --config configs/grpo_tiny.yaml model.path=runs/sft/final
+
+See docs/grpo.md for the YAML keys and the metrics written per step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from actors.advantages import ComputeAdvantages
+from actors.dataset import DatasetActor
+from actors.generator import Generator
+from actors.reference import ReferenceModel
+from actors.replay_buffer import ReplayBuffer
+from actors.reward import RewardActor
+from actors.trainer import Trainer
+from forge_kernels.config import ConfigError, run_app
+from forge_kernels.metrics import ConsoleBackendConfig, MetricLogger
+from forge_kernels.runtime import Actor, ActorCallError, ActorDiedError, shutdown, spawn
+from forge_kernels.store import build_store
+
+from apps.grpo.config import GRPOConfig
+from apps.grpo.loops import (
+    Actors,
+    LoopState,
+    StepRunner,
+    call,
+    continuous_rollouts,
+    continuous_training,
+    synchronous_steps,
+)
+from apps.grpo.model_init import resolve_model_path
+
+__all__ = ["GRPOFailed", "PROGRESS_KEYS", "main", "run"]
+
+log = logging.getLogger("apps.grpo")
+
+# the per-step progress line (console backends that name no keys of their own)
+PROGRESS_KEYS = [
+    "reward/total/mean", "reward/correct/mean", "reward/fast_1/mean", "loss/ref_kl/mean", "loss/entropy/mean",
+    "perf/gen_tokens_per_s/mean", "train/staleness_max/max", "train/logprob_diff_max/max", "perf/step_s/mean",
+]
+
+
+class GRPOFailed(RuntimeError):
+    """An actor failed; the run was stopped."""
+
+
+def actor_class(cfg: GRPOConfig, name: str, default: type[Actor],
+                overrides: Mapping[str, type[Actor]] | None = None) -> type[Actor]:
+    """``default``, or the subclass named by ``actor_classes.<name>`` (or given in ``overrides``)."""
+    cls: Any = (overrides or {}).get(name)
+    if cls is None and name in cfg.actor_classes:
+        spec = cfg.actor_classes[name]
+        module, _, attr = spec.partition(":")
+        if not module or not attr:
+            raise ConfigError(f"actor_classes.{name}={spec!r}: expected 'package.module:ClassName'")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as err:
+            raise ConfigError(f"actor_classes.{name}={spec!r} cannot be imported: {err}") from None
+    if cls is None:
+        return default
+    if not (isinstance(cls, type) and issubclass(cls, default)):
+        raise ConfigError(f"actor_classes.{name}: {cls!r} is not a subclass of {default.__name__}")
+    return cls
+
+
+async def spawn_actors(cfg: GRPOConfig, model_path: str,
+                       classes: Mapping[str, type[Actor]] | None = None) -> Actors:
+    """Spawn every actor with its YAML section, the shared model path and store."""
+    shared = {"model_path": model_path}
+    loss = cfg.trainer.loss
+    specs = {
+        "dataset": (DatasetActor, cfg.dataset.model_copy(update=shared)),
+        "generator": (Generator, cfg.generator.model_copy(update={**shared, "store": cfg.store})),
+        "reward": (RewardActor, cfg.reward),
+        "advantages": (ComputeAdvantages, cfg.advantages.model_copy(update={"estimator": loss.advantage_estimator})),
+        "buffer": (ReplayBuffer, cfg.buffer),
+        "trainer": (Trainer, cfg.trainer.model_copy(update={**shared, "store": cfg.store})),
+    }
+    if cfg.reference_enabled:
+        specs["reference"] = (ReferenceModel, cfg.reference.model_copy(
+            update={**shared, "temperature": loss.temperature}))
+    names = list(specs)
+    # a subclass's Config may add fields (with defaults): the section is re-validated into it
+    resolved = {name: actor_class(cfg, name, cls, classes) for name, (cls, _) in specs.items()}
+    handles = await asyncio.gather(*(
+        spawn(resolved[name], conf.model_dump(), cfg.runtime_for(name)) for name, (_, conf) in specs.items()
+    ))
+    return Actors(**dict(zip(names, handles)))
+
+
+async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None) -> list[dict[str, float]]:
+    """Run the app; returns the flushed metrics of every step. ``classes`` replaces actor classes."""
+    model_path = resolve_model_path(cfg)
+    store = build_store(cfg.store)
+    for key in await store.keys("weights/"):  # a previous run's versions must not be mistaken for ours
+        await store.delete(key)
+    backends = [b.model_copy(update={"keys": PROGRESS_KEYS}) if isinstance(b, ConsoleBackendConfig) and b.keys is None
+                else b for b in cfg.metrics.backends]
+    logger = MetricLogger.from_config(cfg.metrics.model_copy(update={"backends": backends}), total_steps=cfg.steps)
+    state = LoopState()
+    actors: Actors | None = None
+    runner: StepRunner | None = None
+    try:
+        actors = await spawn_actors(cfg, model_path, classes)
+        await call(actors.trainer, "push_weights", 0)  # version 0 too, for generators restarted later
+        runner = StepRunner(actors, cfg, state, logger)
+        if cfg.mode == "sync":
+            await synchronous_steps(runner)
+        else:
+            await _run_async(actors, cfg, state, runner)
+        if cfg.save_final:
+            await call(actors.trainer, "save", str(Path(cfg.run_dir) / "final"))
+        return state.history
+    except (ActorCallError, ActorDiedError) as err:
+        raise GRPOFailed(f"GRPO stopped at policy version {state.version}: {err}") from err
+    finally:
+        if runner is not None:
+            await runner.abandon_weight_sync()
+        if actors is not None:
+            try:
+                await asyncio.wait_for(call(actors.reward, "close"), 30)
+            except Exception as err:  # already dead or stopped: shutdown below still cleans up
+                log.warning("closing the reward actor: %s", err)
+        await shutdown()
+        logger.close()
+        for key in await store.keys("weights/"):
+            await store.delete(key)
+        await store.close()
+
+
+async def _run_async(actors: Actors, cfg: GRPOConfig, state: LoopState, runner: StepRunner) -> None:
+    """N rollout loops and one training loop; the first failure cancels everything."""
+    tasks = [asyncio.create_task(continuous_rollouts(actors, cfg, state), name=f"continuous_rollouts[{i}]")
+             for i in range(cfg.rollout.loops)]
+    trainer = asyncio.create_task(continuous_training(runner), name="continuous_training")
+    tasks.append(trainer)
+    try:
+        while not trainer.done():
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: t is not trainer):  # the trainer's outcome first
+                if task.exception() is not None:
+                    raise task.exception()
+                if task is not trainer and not state.stop.is_set():
+                    raise GRPOFailed(f"{task.get_name()} ended before training finished")
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def main(cfg: GRPOConfig) -> list[dict[str, float]]:
+    """Entry point: run, and turn failures and Ctrl-C into clear messages and exit codes."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if cfg.torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(cfg.torch_threads)
+    try:
+        return asyncio.run(run(cfg))
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except GRPOFailed as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        print("interrupted: actors stopped, run directory kept", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    run_app(GRPOConfig, main, description=__doc__)
