@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any, Literal
 
@@ -9,6 +10,7 @@ from pydantic import Field, field_validator
 
 from forge_kernels.config import StrictModel
 from forge_kernels.eval.results import EvalOptions, EvalResult
+from forge_kernels.tasks.loaders import load_builtin_tasks
 from forge_kernels.tasks.task import Task
 
 __all__ = [
@@ -21,10 +23,17 @@ __all__ = [
     "ServerConfig",
     "WorkerInfo",
     "WorkerState",
+    "builtin_tasks",
     "new_request_id",
 ]
 
 WorkerState = Literal["starting", "ready", "restarting", "failed", "stopped"]
+
+
+@functools.lru_cache(maxsize=1)
+def builtin_tasks() -> dict[str, Task]:
+    """The built-in tasks by name (loaded once); a request may name one instead of sending it."""
+    return {t.name: t for t in load_builtin_tasks()}
 
 
 def new_request_id() -> str:

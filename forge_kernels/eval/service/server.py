@@ -17,7 +17,6 @@ full (with ``Retry-After``).
 from __future__ import annotations
 
 import asyncio
-import functools
 import hmac
 import ipaddress
 import json
@@ -45,9 +44,9 @@ from forge_kernels.eval.service.models import (
     HealthResponse,
     ServerConfig,
     WorkerInfo,
+    builtin_tasks,
 )
 from forge_kernels.eval.service.scheduler import Scheduler
-from forge_kernels.tasks.loaders import load_builtin_tasks
 from forge_kernels.tasks.task import Task
 
 __all__ = ["check_bind_allowed", "create_app", "serve"]
@@ -59,11 +58,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (429, "queue full; see Retry-After"))
 }
 _OPEN_PATHS = frozenset({"/v1/health"})
-
-
-@functools.lru_cache(maxsize=1)
-def _builtin_tasks() -> dict[str, Task]:
-    return {t.name: t for t in load_builtin_tasks()}
 
 
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -133,10 +127,10 @@ def create_app(config: ServerConfig) -> FastAPI:
                            f"{config.max_code_bytes} (max_code_bytes)")
         if isinstance(request.task, Task):
             return request.task
-        task = _builtin_tasks().get(request.task)
+        task = builtin_tasks().get(request.task)
         if task is None:
             raise InvalidRequest(f"{where}task: unknown built-in task {request.task!r}; send a Task object or one "
-                                 f"of {sorted(_builtin_tasks())}")
+                                 f"of {sorted(builtin_tasks())}")
         return task
 
     def admit(items: list[EvalRequest], batch: bool) -> list[asyncio.Task[EvalResponse]]:
