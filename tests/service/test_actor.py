@@ -15,7 +15,9 @@ KERNELS = Path(__file__).resolve().parents[1] / "eval" / "kernels"
 FAST = EvalOptions(trials=1, alt_shape_trials=0, timeout_s=20.0, host_memory_mb=1024)
 
 
-@pytest.mark.parametrize("backend", ["local", "monarch"])
+# monarch is the scale-out path (actor processes, possibly on other hosts); the local backend runs
+# the same actor code in-process, so it is only in the slow run
+@pytest.mark.parametrize("backend", [pytest.param("local", marks=pytest.mark.slow), "monarch"])
 def test_eval_worker_service(backend, relu, run):
     segfault = (KERNELS / "segfault.py").read_text()
 

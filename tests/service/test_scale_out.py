@@ -27,7 +27,7 @@ def test_two_servers_one_killed_mid_run(server, relu, run):
     """Requests spread over both servers; SIGKILL one while it holds work: every request still
     gets its correct answer (the client retries the lost ones, same ids, on the survivor)."""
     codes = [relu.solution, (KERNELS / "value_mismatch.py").read_text()]
-    jobs = [(codes[i % 2], FAST.model_copy(update={"seed": 9000 + i})) for i in range(40)]
+    jobs = [(codes[i % 2], FAST.model_copy(update={"seed": 9000 + i})) for i in range(24)]
 
     async def body(second: LocalEvalServer) -> list:
         async with EvalClient([server.url, second.url], max_retries=8, backoff_s=0.1) as client, \
