@@ -43,15 +43,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "eval-server":
         from forge_kernels.eval.service.models import ServerConfig
-        from forge_kernels.eval.service.server import serve
+        from forge_kernels.eval.service.server import check_bind_allowed, serve
 
         fields = {k: v for k, v in vars(args).items() if k not in ("command", "ready_file") and v is not None}
         try:
             config = ServerConfig(**fields)
-            serve(config, ready_file=args.ready_file)
+            check_bind_allowed(config)
         except (ValidationError, ValueError) as err:
             print(f"forge-kernels eval-server: {err}", file=sys.stderr)
             return 2
+        serve(config, ready_file=args.ready_file)
     return 0
 
 

@@ -194,7 +194,12 @@ def create_app(config: ServerConfig) -> FastAPI:
 
 async def _watch_parent(pid: int) -> None:
     """Stop the server (as on SIGTERM) once process ``pid`` is gone."""
-    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
         await asyncio.sleep(1.0)
     os.kill(os.getpid(), signal.SIGTERM)
 
