@@ -188,3 +188,24 @@ def test_bind_policy():
     assert cli_main(["eval-server", "--host", "0.0.0.0", "--port", "0"]) == 2
     with pytest.raises(ValueError, match="devices"):
         ServerConfig(devices="0,x")
+
+
+def test_internal_error_is_retried_once_and_never_cached(http):
+    """A task whose reference is broken: the evaluator's internal_error is tried on a second
+    attempt, then returned; it is not cached, so asking again evaluates again."""
+    broken = {"name": "test/broken", "level": 1, "source": (
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.no_such_method()\n"
+        "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n")}
+    metrics_before = http.get("/metrics").text
+    first = http.post("/v1/eval", json=body(broken, kernel("relu_ok"))).json()
+    assert first["result"]["fault"] == "internal_error" and "reference failed" in first["result"]["error"]
+    again = http.post("/v1/eval", json=body(broken, kernel("relu_ok"))).json()
+    assert again["result"]["fault"] == "internal_error" and again["cached"] is False
+
+    def count(text: str, series: str) -> float:
+        line = next((l for l in text.splitlines() if l.startswith(series + " ")), "x 0")
+        return float(line.split()[-1])
+
+    metrics_after = http.get("/metrics").text
+    for series in ('forge_eval_results_total{fault="internal_error"}', 'forge_eval_retries_total{reason="internal_error"}'):
+        assert count(metrics_after, series) - count(metrics_before, series) == 2, series

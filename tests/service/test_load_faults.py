@@ -122,6 +122,7 @@ def test_load_with_crashes_malformed_requests_and_worker_faults(server, relu, ru
     assert after["cpu0"]["zygote_pid"] != before["cpu0"]["zygote_pid"]
     metrics = http.get("/metrics").text
     assert 'forge_eval_worker_restarts_total{worker="cpu0"}' in metrics
+    assert 'forge_eval_retries_total{reason="deadline"}' in metrics  # cpu0's hung work moved on
     fresh = http.post("/v1/eval", json={"task": "level1/relu", "code": relu.solution,
                                         "options": FAST.model_copy(update={"seed": 8888}).model_dump(mode="json")})
     assert fresh.json()["result"]["correct"]

@@ -27,6 +27,10 @@ class ServiceMetrics:
             "rejected_queue_full)"))
         self.http_errors = self.registry.add(Counter(
             "forge_eval_http_errors_total", "Rejected HTTP requests by status code"))
+        self.retries = self.registry.add(Counter(
+            "forge_eval_retries_total",
+            "Evaluations sent back to the queue, by reason (internal_error, deadline, zygote_died, worker_failed, "
+            "worker_restart)"))
         self.results = self.registry.add(Counter(
             "forge_eval_results_total", "Finished evaluations by fault class"))
         self.latency = self.registry.add(Histogram(

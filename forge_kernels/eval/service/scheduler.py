@@ -3,7 +3,8 @@ ids, per-evaluation deadlines and worker restarts.
 
 Workers pull from one shared queue (``capacity`` slots each), so a busy or restarting worker never
 holds work a healthy one could run: "its queued work moves to healthy workers" is the queue's
-nature. When a worker misbehaves (its zygote dies under an evaluation twice, or an evaluation
+nature. An ``internal_error`` result (an evaluator fault, never the candidate's) is tried once
+more before it is returned. When a worker misbehaves (its zygote dies under an evaluation twice, or an evaluation
 overruns the service deadline) the worker is restarted and the evaluations it was running go back
 to the front of the queue, up to ``max_attempts`` tries each. Every accepted request gets exactly
 one :class:`EvalResponse`.
@@ -187,20 +188,29 @@ class Scheduler:
             result = await asyncio.wait_for(worker.evaluate(item.task, item.code, item.options), deadline)
         except asyncio.CancelledError:  # the worker is being restarted: the item was not its fault
             item.attempts -= 1
+            self.metrics.retries.inc(reason="worker_restart")
             await self.queue.put(item, front=True)
             raise
         except asyncio.TimeoutError:
             problem = f"evaluation exceeded the service deadline of {deadline:g} s on worker {worker.id}"
-            await self._misbehaved(worker, item, problem)
+            await self._misbehaved(worker, item, problem, "deadline")
             return False
         except Exception as err:  # the evaluator is gone (abandoned in a restart we did not start)
-            await self._misbehaved(worker, item, f"worker {worker.id} failed: {type(err).__name__}: {err}")
+            await self._misbehaved(worker, item, f"worker {worker.id} failed: {type(err).__name__}: {err}",
+                                   "worker_failed")
             return False
         finally:
             worker.in_flight -= 1
-        if result.fault is FaultClass.INTERNAL_ERROR and "ZygoteDied" in (result.error or ""):
-            await self._misbehaved(worker, item, f"zygote of worker {worker.id} kept dying: {result.error}")
-            return False
+        if result.fault is FaultClass.INTERNAL_ERROR:
+            if "ZygoteDied" in (result.error or ""):
+                await self._misbehaved(worker, item, f"zygote of worker {worker.id} kept dying: {result.error}",
+                                       "zygote_died")
+                return False
+            if item.attempts < self.config.max_attempts:  # an evaluator error may be transient: once more
+                item.failures.append(f"worker {worker.id}: {result.error}")
+                self.metrics.retries.inc(reason="internal_error")
+                await self.queue.put(item, front=True)
+                return True
         elapsed = time.monotonic() - started
         self._eval_seconds = 0.9 * self._eval_seconds + 0.1 * elapsed
         worker.record(result)
@@ -208,7 +218,7 @@ class Scheduler:
         self._finish(item, result)
         return True
 
-    async def _misbehaved(self, worker: DeviceWorker, item: WorkItem, problem: str) -> None:
+    async def _misbehaved(self, worker: DeviceWorker, item: WorkItem, problem: str, reason: str) -> None:
         """Give ``item`` another worker (or its final answer) and restart ``worker`` in the background."""
         item.failures.append(problem)
         self.begin_restart(worker, problem)  # first: the worker stops taking work before the item returns
@@ -220,6 +230,7 @@ class Scheduler:
             self.metrics.evaluated(result, 0.0, (item.started_at or item.enqueued_at) - item.enqueued_at)
             self._finish(item, result)
         else:
+            self.metrics.retries.inc(reason=reason)
             await self.queue.put(item, front=True)
 
     def _finish(self, item: WorkItem, result: EvalResult) -> None:
