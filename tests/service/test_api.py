@@ -111,10 +111,11 @@ def test_422_names_the_field(http, payload, field):
 
 
 def test_422_on_broken_json_and_batch_item_fields(http):
-    resp = http.post("/v1/eval", content=b'{"task": "level1/relu", "code": ', headers={"content-type": "application/json"})
+    resp = http.post("/v1/eval", content=b'{"task": "level1/relu", "code": ',
+                     headers={"content-type": "application/json"})
     assert resp.status_code == 422 and "not valid JSON" in resp.json()["error"]
-    resp = http.post("/v1/eval/batch", json={"items": [{"task": "level1/relu", "code": "x"},
-                                                        {"task": "level1/relu", "code": "x", "options": {"seed": "a"}}]})
+    items = [{"task": "level1/relu", "code": "x"}, {"task": "level1/relu", "code": "x", "options": {"seed": "a"}}]
+    resp = http.post("/v1/eval/batch", json={"items": items})
     assert resp.status_code == 422 and "items.1.options.seed" in resp.json()["error"]
 
 
@@ -207,5 +208,6 @@ def test_internal_error_is_retried_once_and_never_cached(http):
         return float(line.split()[-1])
 
     metrics_after = http.get("/metrics").text
-    for series in ('forge_eval_results_total{fault="internal_error"}', 'forge_eval_retries_total{reason="internal_error"}'):
+    for series in ('forge_eval_results_total{fault="internal_error"}',
+                   'forge_eval_retries_total{reason="internal_error"}'):
         assert count(metrics_after, series) - count(metrics_before, series) == 2, series

@@ -57,24 +57,38 @@ class WorkItem:
 
 
 class _WorkQueue:
-    """FIFO with a front door for work taken back from a restarted worker."""
+    """FIFO with a front door for work taken back from a restarted worker. ``put`` never awaits,
+    so no cancellation can fall between taking an item back and queueing it again."""
 
     def __init__(self) -> None:
         self._items: deque[WorkItem] = deque()
-        self._ready = asyncio.Condition()
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
     def __len__(self) -> int:
         return len(self._items)
 
-    async def put(self, item: WorkItem, front: bool = False) -> None:
-        async with self._ready:
-            (self._items.appendleft if front else self._items.append)(item)
-            self._ready.notify()
+    def put(self, item: WorkItem, front: bool = False) -> None:
+        (self._items.appendleft if front else self._items.append)(item)
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     async def get(self) -> WorkItem:
-        async with self._ready:
-            await self._ready.wait_for(lambda: bool(self._items))
-            return self._items.popleft()
+        while not self._items:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken, then cancelled: hand the wake-up on
+                raise
+        return self._items.popleft()
 
 
 @dataclass
@@ -171,7 +185,7 @@ class Scheduler:
             if item.future.done():  # cancelled by stop()
                 continue
             if not self._accepting(worker, generation):
-                await self.queue.put(item, front=True)
+                self.queue.put(item, front=True)
                 return
             if not await self._run(worker, item):
                 return
@@ -189,27 +203,27 @@ class Scheduler:
         except asyncio.CancelledError:  # the worker is being restarted: the item was not its fault
             item.attempts -= 1
             self.metrics.retries.inc(reason="worker_restart")
-            await self.queue.put(item, front=True)
+            self.queue.put(item, front=True)
             raise
         except asyncio.TimeoutError:
             problem = f"evaluation exceeded the service deadline of {deadline:g} s on worker {worker.id}"
-            await self._misbehaved(worker, item, problem, "deadline")
+            self._misbehaved(worker, item, problem, "deadline")
             return False
         except Exception as err:  # the evaluator is gone (abandoned in a restart we did not start)
-            await self._misbehaved(worker, item, f"worker {worker.id} failed: {type(err).__name__}: {err}",
+            self._misbehaved(worker, item, f"worker {worker.id} failed: {type(err).__name__}: {err}",
                                    "worker_failed")
             return False
         finally:
             worker.in_flight -= 1
         if result.fault is FaultClass.INTERNAL_ERROR:
             if "ZygoteDied" in (result.error or ""):
-                await self._misbehaved(worker, item, f"zygote of worker {worker.id} kept dying: {result.error}",
+                self._misbehaved(worker, item, f"zygote of worker {worker.id} kept dying: {result.error}",
                                        "zygote_died")
                 return False
             if item.attempts < self.config.max_attempts:  # an evaluator error may be transient: once more
                 item.failures.append(f"worker {worker.id}: {result.error}")
                 self.metrics.retries.inc(reason="internal_error")
-                await self.queue.put(item, front=True)
+                self.queue.put(item, front=True)
                 return True
         elapsed = time.monotonic() - started
         self._eval_seconds = 0.9 * self._eval_seconds + 0.1 * elapsed
@@ -218,7 +232,7 @@ class Scheduler:
         self._finish(item, result)
         return True
 
-    async def _misbehaved(self, worker: DeviceWorker, item: WorkItem, problem: str, reason: str) -> None:
+    def _misbehaved(self, worker: DeviceWorker, item: WorkItem, problem: str, reason: str) -> None:
         """Give ``item`` another worker (or its final answer) and restart ``worker`` in the background."""
         item.failures.append(problem)
         self.begin_restart(worker, problem)  # first: the worker stops taking work before the item returns
@@ -231,7 +245,7 @@ class Scheduler:
             self._finish(item, result)
         else:
             self.metrics.retries.inc(reason=reason)
-            await self.queue.put(item, front=True)
+            self.queue.put(item, front=True)
 
     def _finish(self, item: WorkItem, result: EvalResult) -> None:
         self.pending.pop(item.key, None)
@@ -296,7 +310,7 @@ class Scheduler:
         item = WorkItem(key, task, code, options, asyncio.get_running_loop().create_future())
         self.pending[key] = item
         self.metrics.requests.inc(outcome="evaluated")
-        await self.queue.put(item)
+        self.queue.put(item)
         result = await asyncio.shield(item.future)
         return self._response(request_id, result, False, item.worker, arrival, item.started_at or arrival)
 
