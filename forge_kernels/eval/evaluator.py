@@ -47,14 +47,19 @@ class Evaluator:
     Use as a context manager (or call :meth:`close`) to stop the zygote when done.
     """
 
-    def __init__(self, options: EvalOptions | None = None, triton_cache_dir: str | None = None) -> None:
+    def __init__(self, options: EvalOptions | None = None, triton_cache_dir: str | None = None,
+                 timing_lock: str | None = None) -> None:
+        """``timing_lock``: path of a lock file that every child holds (``flock``) while it times on
+        the GPU, so evaluators sharing the path never time two kernels on one device at once."""
         self.options = options or EvalOptions()
+        self.timing_lock = timing_lock
         self.triton_cache_dir = triton_cache_dir or os.environ.get("TRITON_CACHE_DIR") or str(
             Path.home() / ".triton" / "cache"
         )
         self._zygotes: dict[str, ZygoteClient] = {}
         self._lock = threading.Lock()
         self._references: OrderedDict[str, ReferenceData] = OrderedDict()
+        self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> "Evaluator":
@@ -64,8 +69,9 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
-        """Stop the zygotes."""
+        """Stop the zygotes; evaluations still running (or started later) fail with ``ZygoteDied``."""
         with self._lock:
+            self._closed = True
             for z in self._zygotes.values():
                 z.close()
             self._zygotes.clear()
@@ -82,6 +88,8 @@ class Evaluator:
     def zygote(self, device: str) -> ZygoteClient:
         """The (started) zygote for ``device``."""
         with self._lock:
+            if self._closed:
+                raise ZygoteDied("the evaluator is closed")
             z = self._zygotes.get(device)
             if z is None:
                 z = self._zygotes[device] = ZygoteClient(self._zygote_env(device))
@@ -184,7 +192,7 @@ class Evaluator:
             "filesystem_namespace": options.filesystem_namespace, "timing": options.timing and device == "cuda",
             "warmup": options.warmup, "repeats": options.repeats, "compile_baseline": options.compile_baseline,
             "profile": options.profile and device == "cuda",
-            "allowed_write_dirs": [tmp, self.triton_cache_dir],
+            "allowed_write_dirs": [tmp, self.triton_cache_dir], "timing_lock": self.timing_lock,
         }
 
     def _run(self, request: dict[str, Any], options: EvalOptions, device: str, timeout_s: float) -> ChildReport:
@@ -201,7 +209,8 @@ class Evaluator:
     def _reference(self, task: Task, options: EvalOptions, device: str) -> tuple[ReferenceData | None, str | None]:
         with tempfile.TemporaryDirectory(prefix="fk-ref-") as tmp:
             request = self._request(task, options, device, "reference", tmp)
-            key_fields = {k: v for k, v in request.items() if k not in ("tmp_dir", "allowed_write_dirs")}
+            key_fields = {k: v for k, v in request.items()
+                          if k not in ("tmp_dir", "allowed_write_dirs", "timing_lock")}
             key = hashlib.sha256(json.dumps(key_fields, sort_keys=True, default=str).encode()).hexdigest()
             with self._lock:
                 if key in self._references:

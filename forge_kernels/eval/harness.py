@@ -9,6 +9,7 @@ candidate code; the candidate role never sees reference outputs.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import os
 import sys
@@ -105,6 +106,7 @@ class _Child:
         self.kernels: dict[str, list[int]] = request.get("kernels", {})
         self.candidate_path: str = request.get("candidate_path", "")
         self.expected: dict[str, list[list[Any]]] = request.get("expected", {})
+        self.timing_lock_fd: int | None = None
 
     # -- plumbing --------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -116,6 +118,19 @@ class _Child:
         except BaseException as err:
             _send_error(self.out, name, err, self.candidate_path, self.kernels)
             raise _Abort from None
+
+    @contextlib.contextmanager
+    def device_timing(self) -> Iterator[None]:
+        """Hold the device's timing lock (if the evaluator gave one): one timed kernel per GPU at a
+        time. ``flock`` dies with the process, so a killed child never leaves the lock held."""
+        if self.timing_lock_fd is None:
+            yield
+            return
+        fcntl.flock(self.timing_lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.timing_lock_fd, fcntl.LOCK_UN)
 
     def note(self, message: str) -> None:
         self.out.send({"kind": "note", "message": message})
@@ -130,6 +145,8 @@ class _Child:
         os.environ["TMPDIR"] = tmp
         tempfile.tempdir = tmp  # the zygote cached gettempdir() as /tmp before the fork
         cuda = self.req["device"] == "cuda"
+        if cuda and self.req.get("timing_lock"):  # opened before the sandbox closes the filesystem
+            self.timing_lock_fd = os.open(self.req["timing_lock"], os.O_RDONLY)
         apply_limits(self.req["host_memory_mb"], address_space=self.req["address_space_limit"] and not cuda)
         if self.req.get("network_namespace", True):
             self.note(unshare_network())
@@ -233,7 +250,8 @@ class _Child:
                                      if isinstance(x, torch.Tensor) and x.is_floating_point()})
                     self.out.send({"kind": "input_dtypes", "dtypes": dtypes})
             if shapes == "primary" and self.device.type == "cuda" and self.req["timing"]:
-                self.time_reference(task, model)
+                with self.device_timing():
+                    self.time_reference(task, model)
 
     def time_reference(self, task: types.ModuleType, model: torch.nn.Module) -> None:
         prims = TimingPrimitives.capture()
@@ -315,7 +333,8 @@ class _Child:
         self._integrity(prims, counter, threads_before)
         self.phase("correctness")
         if self.device.type == "cuda" and last_model is not None:
-            self._device_measurements(last_model, primary_task, prims, counter)
+            with self.device_timing():
+                self._device_measurements(last_model, primary_task, prims, counter)
 
     def _launch_audit(self, model: torch.nn.Module, inputs: list[Any], counter: LaunchCounter,
                       launches: dict[str, Any]) -> None:

@@ -268,6 +268,10 @@ class ZygoteClient:
 
     def _shutdown_locked(self) -> None:
         if self._sock is not None:
+            try:  # shutdown, not just close: the reader thread's recv pins the fd, so close alone sends no EOF
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self._sock.close()  # the zygote sees EOF, kills its children and exits
             self._sock = None
         if self._proc is not None and self._proc.poll() is None:
