@@ -49,7 +49,9 @@ class ServiceEvalConfig(StrictModel):
 
     mode: Literal["service"]
     urls: list[str] = Field(default_factory=list, description="eval server base URLs")
-    devices: str = Field(default="cpu", description="devices of a locally started server")
+    token: str | None = Field(default=None, description="bearer token of the servers, if they need one")
+    devices: str = Field(default="cpu", description="devices of a locally started server ('cpu' or '0,1')")
+    workers: int = Field(default=2, ge=1, description="CPU workers of a locally started server")
     options: EvalOptions = EvalOptions()
 
 
@@ -81,12 +83,10 @@ async def build_scorer(cfg: EmbeddedEvalConfig | ServiceEvalConfig,
     if not urls:
         from forge_kernels.eval.service.launch import LocalEvalServer
 
-        server = stack.enter_context(LocalEvalServer(devices=cfg.devices, port=0))
+        server = await stack.enter_async_context(
+            LocalEvalServer(devices=cfg.devices, port=0, workers=cfg.workers, token=cfg.token))
         urls = [server.url]
-    client = EvalClient(urls=urls)
-    if hasattr(client, "aclose"):
-        stack.push_async_callback(client.aclose)
-    return client
+    return await stack.enter_async_context(EvalClient(urls, token=cfg.token))
 
 
 @dataclass
