@@ -29,7 +29,7 @@ from forge_kernels.distributed import DistributedConfig, destroy_process_group, 
 from forge_kernels.env.prompts import SYSTEM_PROMPT, PromptConfig, sft_messages
 from forge_kernels.metrics import MetricLogger, MetricsConfig, record_metric
 from forge_kernels.models.tiny import TinyModelConfig, build_tiny_model, save_checkpoint, train_tokenizer
-from forge_kernels.tasks import Task, load_builtin_tasks
+from forge_kernels.tasks import load_builtin_tasks
 
 log = logging.getLogger("apps.sft")
 
