@@ -1,25 +1,34 @@
-"""Training a Hugging Face causal LM with a policy loss from :mod:`losses`.
+"""Training a Hugging Face causal LM with a policy loss from :mod:`losses` (or any :class:`TrainingLoss`).
 
 One ``train_step`` is one optimiser step over a :class:`Batch`: rows are split into micro-batches
 under a token budget, gradients accumulate with each micro-batch weighted by its share of the
 loss's normaliser (tokens for token-mean, sequences otherwise), then the gradient is clipped and
 AdamW steps with a warm-up + constant/linear/cosine schedule.
+
+With a process group of more than one rank (initialised by the caller, e.g. with
+:func:`forge_kernels.distributed.init_process_group`), the model is sharded with FSDP2
+(``fully_shard`` per decoder layer, then the root). Every rank is handed the same *global*
+batch; rank ``r`` trains on its contiguous share of the rows, and gradients are summed across
+ranks with each micro-batch weighted by its share of the *global* normaliser, so one step equals
+the single-process step on the same batch. :meth:`state_dict_for_push` and :meth:`logprobs`
+are collectives there: call them on every rank.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
+import torch.distributed as dist
 from pydantic import Field, model_validator
+from torch.distributed.tensor import DTensor
 from transformers import PreTrainedModel
 
 from forge_kernels.config import StrictModel
 from forge_kernels.types import Batch
-from losses.base import PolicyLoss
 
-__all__ = ["HFTrainingEngine", "OptimConfig"]
+__all__ = ["HFTrainingEngine", "OptimConfig", "TrainingLoss"]
 
 
 class OptimConfig(StrictModel):
@@ -42,19 +51,62 @@ class OptimConfig(StrictModel):
         return self
 
 
+class TrainingLoss(Protocol):
+    """What the engine needs of a loss: every :class:`losses.base.PolicyLoss` is one."""
+
+    aggregation: str  # "token-mean" normalises by tokens; anything else by sequences
+    temperature: float
+
+    def __call__(self, logits: torch.Tensor, target_ids: torch.Tensor, loss_mask: torch.Tensor,
+                 advantages: torch.Tensor, generator_logprobs: torch.Tensor,
+                 ref_logprobs: torch.Tensor | None = None): ...
+
+
+def _decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
+    layers = getattr(decoder, "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        raise TypeError(f"cannot find decoder layers to shard in {type(model).__name__} "
+                        f"(expected a ModuleList at model.get_decoder().layers)")
+    return layers
+
+
 class HFTrainingEngine:
     """Owns the model, the optimiser and the LR schedule; ``train_step`` runs one update."""
 
-    def __init__(self, model: PreTrainedModel, optim: OptimConfig, loss: PolicyLoss, device: str = "cpu"):
+    def __init__(self, model: PreTrainedModel, optim: OptimConfig, loss: TrainingLoss, device: str = "cpu"):
         self.cfg = optim
         self.loss = loss
         self.device = torch.device(device)
+        self.world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        self.rank = dist.get_rank() if self.world_size > 1 else 0
         self.model = model.to(self.device, dtype=getattr(torch, optim.dtype)).train()
+        if self.world_size > 1:
+            self._shard()
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=optim.lr, betas=optim.betas, weight_decay=optim.weight_decay
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step = 0
+
+    @property
+    def sharded(self) -> bool:
+        return self.world_size > 1
+
+    def _shard(self) -> None:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import FSDPModule, fully_shard
+
+        mesh = init_device_mesh(self.device.type, (self.world_size,))
+        for layer in _decoder_layers(self.model):
+            fully_shard(layer, mesh=mesh)
+        fully_shard(self.model, mesh=mesh)
+        for module in self.model.modules():  # these setters do not recurse
+            if isinstance(module, FSDPModule):
+                # Sum, don't average: each rank's loss is already weighted by its share of the
+                # global normaliser. Plain SUM collectives: gloo has no PREMUL_SUM.
+                module.set_gradient_divide_factor(1.0)
+                module.set_force_sum_reduction_for_comms(True)
 
     def _lr_factor(self, step: int) -> float:
         if step < self.cfg.warmup_steps:
@@ -67,34 +119,63 @@ class HFTrainingEngine:
             return 1.0 - progress
         return 0.5 * (1.0 + math.cos(math.pi * progress))
 
-    def micro_batches(self, batch: Batch) -> list[slice]:
-        """Contiguous row ranges whose padded size stays within ``micro_batch_tokens``."""
+    def micro_batches(self, batch: Batch, rows: slice | None = None) -> list[slice]:
+        """Contiguous row ranges (within ``rows``, default all) whose padded size stays within
+        ``micro_batch_tokens``."""
+        rows = rows or slice(0, len(batch))
         per_row = batch.input_ids.shape[1]
-        rows = max(1, self.cfg.micro_batch_tokens // per_row)
-        return [slice(i, min(i + rows, len(batch))) for i in range(0, len(batch), rows)]
+        step = max(1, self.cfg.micro_batch_tokens // per_row)
+        return [slice(i, min(i + step, rows.stop)) for i in range(rows.start, rows.stop, step)]
+
+    def rank_rows(self, n_rows: int, rank: int | None = None) -> slice:
+        """The contiguous rows of a global batch of ``n_rows`` that ``rank`` trains on."""
+        rank = self.rank if rank is None else rank
+        base, extra = divmod(n_rows, self.world_size)
+        start = rank * base + min(rank, extra)
+        return slice(start, start + base + (rank < extra))
 
     def train_step(self, batch: Batch) -> dict[str, float]:
-        """One optimiser step on ``batch``; returns the loss's metrics plus grad norm and LR."""
+        """One optimiser step on ``batch`` (the global batch, on every rank when sharded);
+        returns the loss's metrics plus grad norm and LR."""
         self.model.train()
         mask = batch.loss_mask.bool()
         token_level = self.loss.aggregation == "token-mean"
         total = mask.sum().clamp(min=1) if token_level else torch.tensor(len(batch))
+        parts = self.micro_batches(batch, self.rank_rows(len(batch)))
+        # FSDP: every rank must run as many forward/backward passes as the busiest one
+        n_passes = max(len(self.micro_batches(batch, self.rank_rows(len(batch), r))) for r in range(self.world_size))
         sums: dict[str, float] = {}
         self.optimizer.zero_grad(set_to_none=True)
-        for part in self.micro_batches(batch):
-            share = (mask[part].sum() if token_level else torch.tensor(part.stop - part.start)) / total
+        for i in range(n_passes):
+            if i < len(parts):
+                part = parts[i]
+                share = (mask[part].sum() if token_level else torch.tensor(part.stop - part.start)) / total
+            else:  # idle rank: a zero-weighted pass keeps the collectives in step
+                part, share = slice(0, 1), torch.tensor(0.0)
+            if self.sharded:
+                self.model.set_requires_gradient_sync(i == n_passes - 1)
             out = self._loss_on(batch, part)
-            (out.loss * share).backward()
+            (out.loss * share.to(self.device)).backward()
             for key, value in out.scalars().items():
                 sums[key] = sums.get(key, 0.0) + value * float(share)
         params = [p for p in self.model.parameters() if p.grad is not None]
         norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm or float("inf"))
+        if isinstance(norm, DTensor):
+            norm = norm.full_tensor()
         self.optimizer.step()
         self.scheduler.step()
         self.step += 1
+        if self.sharded:
+            sums = self._sum_over_ranks(sums)
         sums["train/grad_norm"] = float(norm)
         sums["train/lr"] = self.scheduler.get_last_lr()[0]
         return sums
+
+    def _sum_over_ranks(self, sums: dict[str, float]) -> dict[str, float]:
+        keys = sorted(sums)
+        values = torch.tensor([sums[k] for k in keys], dtype=torch.float64, device=self.device)
+        dist.all_reduce(values)
+        return dict(zip(keys, values.tolist()))
 
     def _loss_on(self, batch: Batch, part: slice):
         def take(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -112,7 +193,10 @@ class HFTrainingEngine:
 
     @torch.no_grad()
     def logprobs(self, batch: Batch) -> torch.Tensor:
-        """Current policy's logprobs of ``batch``'s targets (0 outside the loss mask)."""
+        """Current policy's logprobs of ``batch``'s targets (0 outside the loss mask).
+
+        Sharded: a collective; every rank computes (and returns) all rows.
+        """
         self.model.eval()
         out = torch.zeros(batch.target_ids.shape)
         for part in self.micro_batches(batch):
@@ -124,5 +208,12 @@ class HFTrainingEngine:
         return out
 
     def state_dict_for_push(self) -> dict[str, torch.Tensor]:
-        """Hugging Face-named full tensors to publish to the generators."""
-        return {k: v.detach() for k, v in self.model.state_dict().items()}
+        """Hugging Face-named full tensors to publish to the generators (or to save).
+
+        Sharded: a collective (each parameter is all-gathered); every rank must call it and every
+        rank gets the full tensors.
+        """
+        return {
+            k: (v.full_tensor() if isinstance(v, DTensor) else v).detach()
+            for k, v in self.model.state_dict().items()
+        }

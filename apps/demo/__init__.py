@@ -1,0 +1,1 @@
+"""The CPU demo: SFT, then GRPO, then a plot of the correctness reward per step."""

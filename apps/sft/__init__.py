@@ -1,0 +1,1 @@
+"""Supervised fine-tuning (the cold start the GRPO app begins from)."""
