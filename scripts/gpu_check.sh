@@ -16,12 +16,20 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
 } 2>&1 | tee "$out/device.txt"
 status=0
+if [ "${GPU_APP:-0}" = 1 ]; then  # SFT then GRPO on the GPU (configs/grpo_gpu.yaml)
+  timeout 200 python3 -m apps.sft.main --config configs/sft.yaml device=cuda output_dir=runs/gpu/sft \
+    "metrics.backends=[{type: jsonl, path: $out/sft_metrics.jsonl}]" 2>&1 | tail -5 | tee "$out/sft.log" || status=1
+  timeout ${GPU_APP_TIMEOUT:-300} python3 -m apps.grpo.main --config configs/grpo_gpu.yaml \
+    "metrics.backends=[{type: console}, {type: jsonl, path: $out/grpo_metrics.jsonl}]" 2>&1 \
+    | tee "$out/grpo.log" | tail -25 || status=1
+fi
 # GPU_TESTS narrows the run (e.g. GPU_TESTS=tests/eval); GPU_SMOKE=0 skips the smoke app.
-timeout ${GPU_TEST_TIMEOUT:-420} python3 -m pytest ${GPU_TESTS:-} -m gpu -q -s -p no:cacheprovider -o addopts="--import-mode=importlib -ra" 2>&1 | tee "$out/pytest_gpu.log" || status=1
-for b in ${GPU_BENCHES:-eval_overhead}; do
-  timeout 300 python3 -m bench."$b" 2>"$out/bench_$b.err" | tee -a "$out/bench.jsonl" || status=1
+[ "${GPU_TESTS:-}" = none ] || timeout ${GPU_TEST_TIMEOUT:-420} python3 -m pytest ${GPU_TESTS:-} -m gpu -q -s -p no:cacheprovider -o addopts="--import-mode=importlib -ra" 2>&1 | tee "$out/pytest_gpu.log" || status=1
+for b in ${GPU_BENCHES:-eval_overhead eval_service}; do
+  args=""; [ "$b" = eval_service ] && args="--devices 0"
+  timeout 300 python3 -m bench."$b" $args 2>"$out/bench_$b.err" | tee -a "$out/bench.jsonl" || status=1
 done
-[ "${GPU_SMOKE:-1}" = 0 ] && exit $status
+[ "${GPU_SMOKE:-1}" = 0 ] && exit $status  # GPU_TESTS=none skips pytest
 timeout 120 python3 -m apps.smoke.main --config configs/smoke.yaml device=cuda \
   "metrics.backends=[{type: console}]" 2>&1 | tail -3 | tee "$out/smoke.log" || status=1
 exit $status

@@ -1,7 +1,7 @@
 """The CPU demo end to end: SFT cold start, GRPO from its checkpoint, then the reward plot.
 
     python -m apps.demo.run                       # configs/sft.yaml, then configs/grpo_demo.yaml
-    python -m apps.demo.run --skip-sft            # reuse runs/sft/checkpoint
+    python -m apps.demo.run --skip-sft            # reuse runs/demo/sft
 
 Each stage runs as its own process (``python -m apps.<app>.main``), so it is exactly what a user
 would type; the stage timings are printed at the end.
@@ -19,8 +19,8 @@ from apps.demo.plot import DEFAULT_KEY, format_table, plot_metric, read_series
 
 SFT_CONFIG = "configs/sft.yaml"
 GRPO_CONFIG = "configs/grpo_demo.yaml"
-SFT_CHECKPOINT = Path("runs/sft/checkpoint")
-GRPO_METRICS = Path("runs/grpo_demo/metrics.jsonl")  # the jsonl backend path in configs/grpo_demo.yaml
+SFT_CHECKPOINT = Path("runs/demo/sft")
+GRPO_METRICS = Path("runs/demo/grpo/metrics.jsonl")  # the jsonl backend path in configs/grpo_demo.yaml
 
 
 def _run(cmd: list[str]) -> float:
