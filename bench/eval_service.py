@@ -5,7 +5,8 @@
 
 Starts a server (``LocalEvalServer``; or uses ``--url``), warms each task once (reference outputs
 are cached per task, as in training), then sends ``--requests`` distinct candidates (the task's
-built-in solution with distinct seeds, so no request is a cache hit) with ``--concurrency``
+built-in solution with a distinct trailing comment, so no request is a result-cache hit; the seed
+is fixed, so the reference is reused as in training) with ``--concurrency``
 requests in flight through ``EvalClient``. Prints one JSON line: evaluations per minute and
 client-side p50/p95 latency for a trivial and a realistic task.
 """
@@ -37,17 +38,17 @@ async def _measure(client: EvalClient, task_name: str, requests: int, concurrenc
                    options: EvalOptions) -> dict[str, Any]:
     task = builtin_tasks()[task_name]
     assert task.solution is not None
-    warm = await client.evaluate(task, task.solution, options.model_copy(update={"seed": -1}))
+    warm = await client.evaluate(task, task.solution + "\n# warm-up\n", options)
     gate = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
 
     async def one(i: int) -> str:
         async with gate:
             start = time.monotonic()
-            result = await client.evaluate(task, task.solution, options.model_copy(update={"seed": 1000 + i}))
+            result = await client.evaluate(task, task.solution + f"\n# candidate {i}\n", options)
             latencies.append(time.monotonic() - start)
             if result.fault.value == "internal_error":
-                print(f"{task_name} seed {1000 + i}: {result.error}", file=sys.stderr)
+                print(f"{task_name} candidate {i}: {result.error}", file=sys.stderr)
             return result.fault.value
 
     start = time.monotonic()
