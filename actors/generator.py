@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Literal
 
 from pydantic import Field
 
 from actors.common import load_model, load_tokenizer, set_torch_threads
+from actors.engines.gate import VersionGate
 from actors.engines.hf_generation import HFGenerationEngine
 from actors.engines.sampling import SamplingConfig
 from forge_kernels.config import StrictModel
@@ -30,52 +29,6 @@ from forge_kernels.store import StoreConfig, build_store, weights_key
 from forge_kernels.types import Completion
 
 __all__ = ["Generator", "VersionGate"]
-
-
-class VersionGate:
-    """A readers-writer gate with writer priority: requests share it, a weight update owns it.
-
-    Once a writer is waiting, new readers wait too (the update is not starved) and the writer
-    enters only when every reader already inside has left.
-    """
-
-    def __init__(self) -> None:
-        self._cond = asyncio.Condition()
-        self._readers = 0
-        self._writer_waiting = 0
-        self._writing = False
-
-    @property
-    def in_flight(self) -> int:
-        return self._readers
-
-    @asynccontextmanager
-    async def request(self) -> AsyncIterator[None]:
-        async with self._cond:
-            await self._cond.wait_for(lambda: not self._writing and not self._writer_waiting)
-            self._readers += 1
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
-
-    @asynccontextmanager
-    async def update(self) -> AsyncIterator[None]:
-        async with self._cond:
-            self._writer_waiting += 1
-            try:
-                await self._cond.wait_for(lambda: not self._writing and self._readers == 0)
-            finally:
-                self._writer_waiting -= 1
-            self._writing = True
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self._writing = False
-                self._cond.notify_all()
 
 
 class Generator(Actor):
