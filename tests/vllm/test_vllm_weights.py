@@ -79,8 +79,3 @@ def _with_weights(model, state_dict):
     model.load_state_dict(state_dict)
     return model
 
-
-def test_a_missing_version_fails_clearly(engine, run):
-    """The session engine has no store: weight updates must say so rather than do nothing."""
-    with pytest.raises(RuntimeError, match="without a tensor store"):
-        run(engine.update_weights(3))
