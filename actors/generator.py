@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from actors.common import load_model, load_tokenizer, set_torch_threads
+from actors.engines.gate import VersionGate
 from actors.engines.hf_generation import HFGenerationEngine
+from actors.engines.openai_engine import OpenAIEngineConfig, OpenAIGenerationEngine
 from actors.engines.sampling import SamplingConfig
+from actors.engines.vllm_engine import VLLMEngineConfig, VLLMGenerationEngine
 from forge_kernels.config import StrictModel
 from forge_kernels.metrics import Reduce, record_metric
 from forge_kernels.runtime import Actor, endpoint
@@ -32,69 +33,43 @@ from forge_kernels.types import Completion
 __all__ = ["Generator", "VersionGate"]
 
 
-class VersionGate:
-    """A readers-writer gate with writer priority: requests share it, a weight update owns it.
-
-    Once a writer is waiting, new readers wait too (the update is not starved) and the writer
-    enters only when every reader already inside has left.
-    """
-
-    def __init__(self) -> None:
-        self._cond = asyncio.Condition()
-        self._readers = 0
-        self._writer_waiting = 0
-        self._writing = False
-
-    @property
-    def in_flight(self) -> int:
-        return self._readers
-
-    @asynccontextmanager
-    async def request(self) -> AsyncIterator[None]:
-        async with self._cond:
-            await self._cond.wait_for(lambda: not self._writing and not self._writer_waiting)
-            self._readers += 1
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
-
-    @asynccontextmanager
-    async def update(self) -> AsyncIterator[None]:
-        async with self._cond:
-            self._writer_waiting += 1
-            try:
-                await self._cond.wait_for(lambda: not self._writing and self._readers == 0)
-            finally:
-                self._writer_waiting -= 1
-            self._writing = True
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self._writing = False
-                self._cond.notify_all()
-
-
 class Generator(Actor):
-    """Samples completions from a Hugging Face checkpoint; pulls new weights from the tensor store."""
+    """Samples completions from a Hugging Face checkpoint; pulls new weights from the tensor store.
+
+    ``engine`` picks what samples: ``hf`` (transformers, in this process), ``vllm`` (vLLM's async
+    engine, which loads versions from the store inside its own workers) or ``openai`` (a frozen
+    policy behind an OpenAI-compatible server; it cannot load new versions).
+    """
 
     class Config(StrictModel):
         model_path: str = Field(default="", description="Hugging Face checkpoint directory (model + tokenizer); the GRPO app fills it in")
-        engine: Literal["hf"] = "hf"
+        engine: Literal["hf", "vllm", "openai"] = "hf"
+        vllm: VLLMEngineConfig = VLLMEngineConfig()
+        openai: OpenAIEngineConfig | None = Field(default=None, description="the server, for engine: openai")
         device: str = "cpu"
         dtype: Literal["float32", "bfloat16"] = "float32"
         sampling: SamplingConfig = SamplingConfig()
         store: StoreConfig = StoreConfig()
         torch_threads: int | None = Field(default=None, ge=1, description="intra-op threads of this actor")
 
+        @model_validator(mode="after")
+        def _openai_needs_a_server(self) -> Generator.Config:
+            if self.engine == "openai" and self.openai is None:
+                raise ValueError("engine: openai needs an `openai:` section (base_url, model)")
+            return self
+
     async def setup(self) -> None:
         set_torch_threads(self.config.torch_threads)
-        tokenizer = load_tokenizer(self.config.model_path)
-        model = load_model(self.config.model_path, self.config.dtype)
-        self.engine = HFGenerationEngine(model, tokenizer, self.config.device)
+        cfg = self.config
+        self.engine: HFGenerationEngine | VLLMGenerationEngine | OpenAIGenerationEngine
+        if cfg.engine == "hf":
+            model = load_model(cfg.model_path, cfg.dtype)
+            self.engine = HFGenerationEngine(model, load_tokenizer(cfg.model_path), cfg.device)
+        elif cfg.engine == "vllm":  # the engine start blocks for seconds: keep the event loop free
+            self.engine = await asyncio.to_thread(VLLMGenerationEngine, cfg.model_path, cfg.dtype, cfg.vllm, cfg.store)
+        else:
+            assert cfg.openai is not None  # checked by the config
+            self.engine = OpenAIGenerationEngine(cfg.openai)
         self.store = build_store(self.config.store)
         self.gate = VersionGate()
         # a fixed seed must not give every call the same samples: each call gets the next seed
@@ -109,7 +84,10 @@ class Generator(Actor):
         if self._seeds is not None and sampling.seed is not None:
             sampling = sampling.model_copy(update={"seed": next(self._seeds)})
         async with self.gate.request():
-            completions = await asyncio.to_thread(self.engine.generate, prompt_ids, n, sampling)
+            if isinstance(self.engine, HFGenerationEngine):
+                completions = await asyncio.to_thread(self.engine.generate, prompt_ids, n, sampling)
+            else:
+                completions = await self.engine.generate(prompt_ids, n, sampling)
         record_metric("generator/completions", len(completions), Reduce.SUM)
         return completions
 
@@ -119,11 +97,20 @@ class Generator(Actor):
         async with self.gate.update():
             if version == self.engine.policy_version:
                 return version
-            state_dict = await self.store.get_state_dict(weights_key(version))
-            await asyncio.to_thread(self.engine.load_weights, state_dict, version)
+            if isinstance(self.engine, HFGenerationEngine):
+                state_dict = await self.store.get_state_dict(weights_key(version))
+                await asyncio.to_thread(self.engine.load_weights, state_dict, version)
+            else:  # vllm reads the store in its own workers; openai refuses (frozen policy)
+                await self.engine.update_weights(version)
         return version
 
     @endpoint
     async def policy_version(self) -> int:
         """The version new requests are served from."""
         return self.engine.policy_version
+
+    @endpoint
+    async def close(self) -> None:
+        """Stop the engine (vLLM's processes, the HTTP client); the HF engine holds nothing to stop."""
+        if not isinstance(self.engine, HFGenerationEngine):
+            await self.engine.close()
