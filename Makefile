@@ -18,10 +18,10 @@ sft: install
 	$(PY) -m apps.sft.main --config configs/sft.yaml
 
 test: install
-	$(PYTEST) -m "not slow and not gpu" -q
+	$(PYTEST) -m "not slow and not gpu and not vllm" -q
 
 test-slow: install
-	$(PYTEST) -m "slow and not gpu" -q
+	$(PYTEST) -m "slow and not gpu and not vllm" -q
 
 test-gpu: install
 	$(PYTEST) -m gpu -q
