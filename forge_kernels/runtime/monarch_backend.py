@@ -39,6 +39,7 @@ __all__ = ["MonarchActorMesh", "kill_leftover_procs"]
 
 log = logging.getLogger(__name__)
 _ids = itertools.count()
+DEATH_GRACE_S = 0.5  # how long replies already sent by a dead process may take to arrive
 WATCHDOG_INTERVAL_S = 0.05
 STOP_TIMEOUT_S = 10.0
 # pids of every monarch process this controller started and has not yet seen exit
@@ -162,6 +163,10 @@ class MonarchActorMesh(ActorMesh):
         except asyncio.CancelledError:
             call.cancel()
             raise
+        if not call.done():
+            # The process died; a reply it sent just before dying may still be on its way: a
+            # crash must not take the results of calls that had already finished with it.
+            await asyncio.wait({call}, timeout=DEATH_GRACE_S)
         if not call.done():
             call.cancel()
             self.raise_if_dead(endpoint)

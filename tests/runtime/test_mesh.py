@@ -94,7 +94,12 @@ def test_dead_actor_fails_calls_instead_of_hanging(run, backend, actors, hard_cr
             crash = mesh.crash.call_one(hard_crash)
             behind = mesh.get.call_one()  # queued behind the crash
             results = await asyncio.gather(*queued, crash, behind, return_exceptions=True)
-            assert [len(r) for r in results[:3]] == [2, 4, 6]
+            done = [r for r in results[:3] if isinstance(r, list)]
+            # Calls before the crash return their results in order. On monarch, a reply the actor
+            # computed right before os._exit may be lost in its unflushed send buffer: that call
+            # then fails with ActorDiedError (never hangs, never gets a wrong answer).
+            assert [len(r) for r in done] == [2, 4, 6][:len(done)] and len(done) >= (3 if backend == "local" else 1)
+            assert all(isinstance(r, ActorDiedError) for r in results[len(done):3]), results
             assert all(isinstance(r, ActorDiedError) for r in results[3:]), results[3:]
             assert not mesh.is_alive()
             with pytest.raises(ActorDiedError, match="died"):
