@@ -6,7 +6,7 @@ dominate), sized so generation and training take comparable time. Each actor's t
 thread, so sync mode keeps one core busy at a time while async mode can use two. The first step
 (start-up) is excluded. Prints one JSON line.
 
-    python -m bench.loop_overlap [--steps 8] [--max-tokens 64]
+    python -m bench.loop_overlap [--steps 16] [--max-tokens 64]
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def measure(mode: str, args: argparse.Namespace, tmp: str) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--groups-per-step", type=int, default=2)
