@@ -10,7 +10,8 @@ segment that no key references any more and that is large enough; publishing ver
 deleting version v-1 therefore cycles between two warm segments. Segments stay mapped in each
 process that used them.
 
-Consistency: a writer fills a segment under an exclusive ``flock`` and only then publishes the
+Consistency: a writer fills a segment under an exclusive ``flock`` (each lock on its own file
+descriptor, so threads of one process exclude each other too) and only then publishes the
 key's metadata (atomic rename), so readers never see half-written data. A reader holds a shared
 lock on the segment while copying and re-checks afterwards that the key still points at the same
 write (``token``); a writer never takes a segment a reader holds.
@@ -98,7 +99,7 @@ class ShmTensorStore(TensorStore):
             entries.append({"name": name, "dtype": str(tensor.dtype).removeprefix("torch."),
                             "shape": list(tensor.shape), "offset": total, "nbytes": nbytes})
             total += -(-nbytes // _ALIGN) * _ALIGN
-        segment = self._acquire_segment(max(total, _ALIGN))
+        segment, lock_fd = self._acquire_segment(max(total, _ALIGN))
         try:
             for entry, tensor in zip(entries, state_dict.values(), strict=True):
                 self._view(segment, entry).copy_(tensor.detach().reshape(entry["shape"]))
@@ -108,7 +109,7 @@ class ShmTensorStore(TensorStore):
             tmp.write_text(json.dumps(meta))
             os.replace(tmp, self._key_path(key))  # publish atomically
         finally:
-            fcntl.flock(segment.fd, fcntl.LOCK_UN)
+            os.close(lock_fd)  # releases the exclusive lock
 
     def get_state_dict_sync(self, key: str, user_state_dict: StateDict | None = None) -> StateDict:
         """Read ``key``; copies into ``user_state_dict``'s tensors when given (names must match)."""
@@ -116,13 +117,13 @@ class ShmTensorStore(TensorStore):
         while time.monotonic() < deadline:
             meta = self._read_meta(key)
             segment = self._open_segment(meta["segment"])
-            fcntl.flock(segment.fd, fcntl.LOCK_SH)
+            lock_fd = self._lock(segment.name, fcntl.LOCK_SH)
             try:
                 if self._read_meta(key, missing_ok=True) != meta:
                     continue  # replaced or deleted while we waited for the lock: read again
                 return self._copy_out(key, segment, meta["tensors"], user_state_dict)
             finally:
-                fcntl.flock(segment.fd, fcntl.LOCK_UN)
+                os.close(lock_fd)
         raise RuntimeError(f"key {key!r} kept changing while being read (for 30 s)")
 
     def delete_sync(self, key: str) -> None:
@@ -182,8 +183,22 @@ class ShmTensorStore(TensorStore):
         raw = torch.frombuffer(segment.buffer, dtype=torch.uint8, count=entry["nbytes"], offset=entry["offset"])
         return raw.view(dtype).reshape(entry["shape"])
 
-    def _acquire_segment(self, nbytes: int) -> _Segment:
-        """An exclusively locked segment of at least ``nbytes`` that no key references."""
+    def _lock(self, name: str, mode: int) -> int:
+        """A new file descriptor of segment ``name`` holding an ``flock`` of ``mode``; close it to unlock.
+
+        flock belongs to an open file description, so each lock gets its own: threads of one
+        process sharing the cached mapping's fd would otherwise never exclude each other.
+        """
+        fd = os.open(self.dir / "segments" / name, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, mode)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _acquire_segment(self, nbytes: int) -> tuple[_Segment, int]:
+        """A segment of at least ``nbytes`` that no key references, and the fd of its exclusive lock."""
         in_use = self._segments_in_use()
         candidates = sorted(
             (p for p in (self.dir / "segments").iterdir() if p.name not in in_use),
@@ -192,23 +207,22 @@ class ShmTensorStore(TensorStore):
         for path in candidates:
             if path.stat().st_size < nbytes:
                 continue
-            segment = self._open_segment(path.name)
             try:
-                fcntl.flock(segment.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                lock_fd = self._lock(path.name, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # a reader (or another writer) is using it
             if path.name in self._segments_in_use():  # another writer published into it meanwhile
-                fcntl.flock(segment.fd, fcntl.LOCK_UN)
+                os.close(lock_fd)
                 continue
-            return segment
+            return self._open_segment(path.name), lock_fd
         name = uuid.uuid4().hex
         size = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
         fd = os.open(self.dir / "segments" / name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         os.ftruncate(fd, size)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        lock_fd = self._lock(name, fcntl.LOCK_EX)  # nobody else knows the name yet: never blocks
         segment = _Segment(name, fd, size, mmap.mmap(fd, size))
         self._segments[name] = segment
-        return segment
+        return segment, lock_fd
 
     def _segments_in_use(self) -> set[str]:
         return {self._read_meta(k, missing_ok=True).get("segment") for k in self.keys_sync()}
