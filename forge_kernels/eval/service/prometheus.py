@@ -6,6 +6,8 @@ from the server's event loop, labels as keyword arguments.
 
 from __future__ import annotations
 
+import abc
+
 import math
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -33,7 +35,9 @@ def _number(value: float) -> str:
     return repr(float(value)) if not float(value).is_integer() else str(int(value))
 
 
-class _Metric:
+class _Metric(abc.ABC):
+    """One metric family: a ``# HELP``/``# TYPE`` header plus its samples."""
+
     kind = ""
 
     def __init__(self, name: str, help_text: str) -> None:
@@ -43,8 +47,9 @@ class _Metric:
     def header(self) -> list[str]:
         return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
 
+    @abc.abstractmethod
     def render(self) -> list[str]:
-        raise NotImplementedError
+        """The family's lines in the Prometheus text format."""
 
 
 class Counter(_Metric):
