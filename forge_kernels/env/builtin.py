@@ -1,0 +1,4 @@
+"""The environments that ship with Forge Kernels; importing this module registers them.
+
+Each built-in environment module applies ``@register_environment`` when imported: list it here.
+"""
