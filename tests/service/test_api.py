@@ -148,6 +148,7 @@ def test_batch_answers_in_order(http, relu):
 
 def test_metrics_in_prometheus_text_format(http, relu):
     http.post("/v1/eval", json=body("level1/relu", kernel("segfault"), seed=505))
+    assert http.post("/v1/eval", json={"task": "level1/relu"}).status_code == 422  # counted as an HTTP error
     text = http.get("/metrics")
     assert text.headers["content-type"].startswith("text/plain")
     lines = text.text.splitlines()
