@@ -53,3 +53,10 @@ def test_tutorial_grpo_run_raises_the_reward(tmp_path):
     assert history[-1]["loss/entropy/mean"] < history[0]["loss/entropy/mean"]
     rows = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
     assert [r["reward/total/mean"] for r in rows] == pytest.approx(rewards)
+
+
+def test_the_tutorial_page_shows_the_example_verbatim():
+    example = (CONFIG.parents[1] / "examples" / "reverse_env.py").read_text()
+    page = (CONFIG.parents[1] / "docs" / "environments.md").read_text()
+    assert f"```python\n{example}```" in page
+    assert len(example.splitlines()) < 80
