@@ -25,10 +25,7 @@ what ``torchstore.initialize`` and ``torchstore.client`` do, with :class:`AsyncC
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from torchstore.client import LocalClient
+from typing import Any
 
 __all__ = ["AsyncController", "connect", "import_torchstore", "spawn_store"]
 
