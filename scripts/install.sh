@@ -44,8 +44,17 @@ if ! "${pip[@]}" install -q "${constraints[@]}" -e ".[$extras]" >"$log" 2>&1; th
   grep -v "^WARNING: Location" "$log" >&2; rm -f "$log"; exit 1
 fi
 rm -f "$log"
+# torchstore (the multi-host tensor store backend) pins torch 2.9 and torchmonarch 0.1.2; it runs
+# on this project's torch and torchmonarch 0.7 through forge_kernels/store/torchstore_compat.py,
+# so it goes in without its dependencies (its one other dependency, pygtrie, is in pyproject.toml).
+if [[ "$(uname -s)" == Linux ]]; then
+  "${pip[@]}" install -q --no-deps torchstore==0.1.2
+fi
 # torchvision/torchaudio/torchcodec builds that do not match the installed torch break
 # `import transformers`; nothing here needs them.
 "${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
-"$venv/bin/python" -c 'import torch, triton, pydantic, omegaconf' 
+"$venv/bin/python" -c 'import torch, triton, pydantic, omegaconf'
+if [[ "$(uname -s)" == Linux ]]; then
+  "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torchstore") is None)'
+fi
 echo "$stamp_inputs" > "$stamp"

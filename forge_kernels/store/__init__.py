@@ -12,13 +12,24 @@ __all__ = ["ShmTensorStore", "StoreConfig", "TensorStore", "build_store", "weigh
 
 
 class StoreConfig(StrictModel):
-    """The ``store:`` YAML section."""
+    """The ``store:`` YAML section.
 
-    backend: Literal["shm"] = "shm"
+    ``backend``: ``shm`` (shared memory, one host) or ``torchstore`` (a torchstore instance on the
+    Monarch mesh, any hosts; the app's main process calls ``await store.initialize()`` once).
+    ``root`` is where the shm backend keeps its files; the torchstore backend ignores it.
+    """
+
+    backend: Literal["shm", "torchstore"] = "shm"
     namespace: str = "forge"
     root: str = "/dev/shm/forge_kernels"
 
 
 def build_store(cfg: StoreConfig) -> TensorStore:
     """Open the configured store (every process of an app opens the same namespace)."""
+    if cfg.backend == "torchstore":
+        # imported here: torchstore is optional, and importing it without torchstore installed
+        # raises an ImportError that says how to install it
+        from forge_kernels.store.torchstore_backend import TorchStoreTensorStore
+
+        return TorchStoreTensorStore(cfg.namespace)
     return ShmTensorStore(cfg.namespace, cfg.root)

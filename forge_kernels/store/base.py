@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 
 import torch
 
-__all__ = ["TensorStore", "weights_key"]
+__all__ = ["TensorStore", "check_key", "weights_key"]
 
 StateDict = dict[str, torch.Tensor]
 
@@ -21,6 +21,13 @@ def weights_key(version: int, prefix: str = "weights") -> str:
     if version < 0:
         raise ValueError(f"policy version must be >= 0, got {version}")
     return f"{prefix}/v{version}"
+
+
+def check_key(key: str) -> None:
+    """Raise ``ValueError`` unless ``key`` is a relative path of non-empty parts (``weights/v3``)."""
+    parts = key.split("/")
+    if not key or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"tensor store key must be a non-empty path like 'weights/v3', got {key!r}")
 
 
 class TensorStore(ABC):
@@ -49,6 +56,11 @@ class TensorStore(ABC):
     @abstractmethod
     async def keys(self, prefix: str = "") -> list[str]:
         """Sorted keys that start with ``prefix``."""
+
+    async def initialize(self) -> None:
+        """Create the store's shared state: once per app, in its main process, before other
+        processes open the store (default: nothing to create)."""
+        return None
 
     async def close(self) -> None:
         """Release resources held by this handle (default: nothing)."""

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from forge_kernels.store.base import StateDict, TensorStore
+from forge_kernels.store.base import StateDict, TensorStore, check_key
 
 __all__ = ["ShmTensorStore"]
 
@@ -90,7 +90,7 @@ class ShmTensorStore(TensorStore):
 
     def put_state_dict_sync(self, state_dict: StateDict, key: str) -> None:
         """Copy ``state_dict`` into a (reused) segment and publish it under ``key``."""
-        _check_key(key)
+        check_key(key)
         entries, total = [], 0
         for name, tensor in state_dict.items():
             if not isinstance(tensor, torch.Tensor):
@@ -127,7 +127,7 @@ class ShmTensorStore(TensorStore):
         raise RuntimeError(f"key {key!r} kept changing while being read (for 30 s)")
 
     def delete_sync(self, key: str) -> None:
-        _check_key(key)
+        check_key(key)
         try:
             self._key_path(key).unlink()
         except FileNotFoundError:
@@ -239,7 +239,7 @@ class ShmTensorStore(TensorStore):
         return self.dir / "keys" / f"{key}.json"
 
     def _read_meta(self, key: str, missing_ok: bool = False) -> dict:
-        _check_key(key)
+        check_key(key)
         try:
             return json.loads(self._key_path(key).read_text())
         except FileNotFoundError:
@@ -247,8 +247,3 @@ class ShmTensorStore(TensorStore):
                 return {}
             raise KeyError(f"no key {key!r} in tensor store {str(self.dir)!r}") from None
 
-
-def _check_key(key: str) -> None:
-    parts = key.split("/")
-    if not key or any(p in ("", ".", "..") for p in parts):
-        raise ValueError(f"tensor store key must be a non-empty path like 'weights/v3', got {key!r}")

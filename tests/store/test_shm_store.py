@@ -1,4 +1,5 @@
-"""Shared-memory tensor store: round trips, in-place reads, reuse of segments, processes, races."""
+"""Shared-memory store specifics (the common contract is in test_store_contract.py): reuse of
+segments, another OS process, threads racing on the sync API, config."""
 
 from __future__ import annotations
 
@@ -35,60 +36,6 @@ def sample_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
         "scalar": torch.tensor(3.5, dtype=torch.float16),
         "strided": torch.randn(6, 4, generator=g).t(),  # non-contiguous source
     }
-
-
-def test_state_dict_round_trip_all_dtypes(store):
-    sd = sample_state_dict()
-    run(store.put_state_dict(sd, "weights/v0"))
-    out = run(store.get_state_dict("weights/v0"))
-    assert list(out) == list(sd)
-    for name, tensor in sd.items():
-        assert out[name].dtype == tensor.dtype and out[name].shape == tensor.shape, name
-        assert torch.equal(out[name], tensor), name
-
-
-def test_get_into_user_tensors_in_place(store):
-    sd = sample_state_dict(1)
-    run(store.put_state_dict(sd, "w"))
-    target = {k: torch.zeros_like(v) for k, v in sd.items()}
-    ptrs = {k: v.data_ptr() for k, v in target.items()}
-    out = run(store.get_state_dict("w", user_state_dict=target))
-    for name in sd:
-        assert out[name] is target[name] and target[name].data_ptr() == ptrs[name]
-        assert torch.equal(target[name], sd[name])
-
-
-def test_single_tensor_put_get_and_errors(store):
-    t = torch.randn(4, 4)
-    run(store.put("x/t", t))
-    assert torch.equal(run(store.get("x/t")), t)
-    into = torch.empty(4, 4)
-    assert run(store.get("x/t", inplace_tensor=into)) is into and torch.equal(into, t)
-    run(store.put_state_dict({"a": t}, "sd"))
-    with pytest.raises(TypeError, match="holds a state dict"):
-        run(store.get("sd"))
-    with pytest.raises(ValueError, match=r"stored torch.float32 \[4, 4\], destination is torch.float32 \[2, 8\]"):
-        run(store.get("x/t", inplace_tensor=torch.empty(2, 8)))
-    with pytest.raises(KeyError, match="missing \\['a'\\], unexpected \\['b'\\]"):
-        run(store.get_state_dict("sd", {"b": t}))
-    with pytest.raises(KeyError, match="no key 'nope'"):
-        run(store.get("nope"))
-    with pytest.raises(ValueError, match="must be a non-empty path"):
-        run(store.put("../escape", t))
-    with pytest.raises(TypeError, match="'a' is a list, not a tensor"):
-        run(store.put_state_dict({"a": [1, 2]}, "bad"))
-
-
-def test_keys_delete_and_versions(store):
-    for v in range(3):
-        run(store.put_state_dict({"w": torch.full((2,), float(v))}, weights_key(v)))
-    assert run(store.keys("weights/")) == ["weights/v0", "weights/v1", "weights/v2"]
-    run(store.delete("weights/v0"))
-    assert run(store.keys()) == ["weights/v1", "weights/v2"]
-    with pytest.raises(KeyError):
-        run(store.delete("weights/v0"))
-    with pytest.raises(ValueError, match=">= 0"):
-        weights_key(-1)
 
 
 def test_segments_reused_across_versions(store):
