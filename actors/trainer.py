@@ -65,7 +65,9 @@ class Trainer(Actor):
         self.tokenizer = load_tokenizer(cfg.model_path)
         self.engine = self._build_engine()
         self.store = build_store(cfg.store)
-        self.version = self.engine.step  # the policy version the current weights are (>0 when resumed)
+        # the policy version the current weights are, counted from this run's start (a TorchTitan
+        # engine resuming a DCP checkpoint restores its step and LR schedule; version 0 is those weights)
+        self.version = 0
 
     def _build_engine(self) -> HFTrainingEngine:
         cfg = self.config
