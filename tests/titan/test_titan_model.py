@@ -34,6 +34,14 @@ def test_qwen3_logits_match_hf(qwen3_checkpoint, fuse_qkv, record_property):
     assert diff < 1e-5
 
 
+def test_flex_attention_path_matches_hf(qwen3_checkpoint, record_property):
+    """The GPU default (FlexAttention with TorchTitan's causal block mask); its forward runs on CPU."""
+    diff = _max_logit_diff(qwen3_checkpoint, TitanConfig(attention="flex"))
+    record_property("qwen3_flex_max_logit_diff", diff)
+    print(f"qwen3 flex attention: max |logit diff| = {diff:.3g}")
+    assert diff < 1e-5
+
+
 def test_llama3_logits_match_hf(llama_checkpoint, record_property):
     diff = _max_logit_diff(llama_checkpoint, TitanConfig())
     record_property("llama3_max_logit_diff", diff)
