@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: install demo smoke sft test test-slow test-gpu test-vllm bench clean
+.PHONY: install demo smoke sft test test-slow test-gpu test-vllm test-titan bench clean
 install:
 	@bash scripts/install.sh
 
@@ -18,7 +18,7 @@ sft: install
 	$(PY) -m apps.sft.main --config configs/sft.yaml
 
 test: install
-	$(PYTEST) -m "not slow and not gpu and not vllm" -q
+	$(PYTEST) -m "not slow and not gpu and not vllm and not titan" -q
 
 test-slow: install
 	$(PYTEST) -m "slow and not gpu and not vllm" -q
@@ -31,6 +31,12 @@ VLLM_VENV ?= .venv-vllm
 test-vllm:
 	@FORGE_VLLM_VENV=$(VLLM_VENV) bash scripts/install_vllm.sh
 	$(VLLM_VENV)/bin/python -m pytest -m vllm -q tests/vllm
+
+# TorchTitan trainer tests (world 1 and 2 over gloo) and the GRPO run with vLLM + TorchTitan, in
+# the vLLM venv, which install_vllm.sh also gives torchtitan (~5 min here)
+test-titan:
+	@FORGE_VLLM_VENV=$(VLLM_VENV) bash scripts/install_vllm.sh
+	$(VLLM_VENV)/bin/python -m pytest -m titan -q tests/titan
 
 clean:
 	rm -rf .venv .venv-vllm runs outputs .pytest_cache

@@ -1,5 +1,9 @@
 """The trainer actor: one optimiser step per batch of episodes, weights published to the store.
 
+``engine`` picks what trains: ``hf`` (a ``transformers`` model, FSDP2 when sharded) or
+``torchtitan`` (TorchTitan's qwen3/llama3 with its parallelisms and DCP checkpoints, settings under
+``titan``); both publish Hugging Face-named weights and take the same losses.
+
 ``train_step(episodes)`` collates the turns (the generator's own token ids), optionally
 recomputes the current policy's logprobs first to measure the generator/trainer mismatch
 (slime's invariant: for samples of the trainer's current version it must be ~0), then runs the
@@ -19,6 +23,7 @@ from pydantic import Field
 from actors.common import load_model, load_tokenizer, set_torch_threads
 from actors.engines.batching import collate_turns
 from actors.engines.hf_training import HFTrainingEngine, OptimConfig
+from actors.engines.titan_training import TitanConfig, TitanTrainingEngine
 from forge_kernels.config import StrictModel
 from forge_kernels.runtime import Actor, endpoint
 from forge_kernels.store import StoreConfig, build_store, weights_key
@@ -40,11 +45,13 @@ def logprob_mismatch(batch: Batch, trainer_logprobs: torch.Tensor, version: int)
 
 
 class Trainer(Actor):
-    """Hugging Face causal LM + AdamW + the configured loss (see :class:`HFTrainingEngine`)."""
+    """A causal LM + AdamW + the configured loss (:class:`HFTrainingEngine` or :class:`TitanTrainingEngine`)."""
 
     class Config(StrictModel):
         model_path: str = Field(default="", description="checkpoint to start from (model + tokenizer); the GRPO app fills it in")
         device: str = "cpu"
+        engine: Literal["hf", "torchtitan"] = "hf"
+        titan: TitanConfig = Field(default_factory=TitanConfig, description="settings of engine: torchtitan")
         optim: OptimConfig = OptimConfig()
         loss: LossSpec = Field(default_factory=GRPOLoss)
         store: StoreConfig = StoreConfig()
@@ -56,9 +63,22 @@ class Trainer(Actor):
         cfg = self.config
         set_torch_threads(cfg.torch_threads)
         self.tokenizer = load_tokenizer(cfg.model_path)
-        self.engine = HFTrainingEngine(load_model(cfg.model_path), cfg.optim, cfg.loss, cfg.device)
+        self.engine = self._build_engine()
         self.store = build_store(cfg.store)
-        self.version = 0  # the policy version the current weights are
+        # the policy version the current weights are, counted from this run's start (a TorchTitan
+        # engine resuming a DCP checkpoint restores its step and LR schedule; version 0 is those weights)
+        self.version = 0
+
+    def _build_engine(self) -> HFTrainingEngine:
+        cfg = self.config
+        if cfg.engine == "hf":
+            return HFTrainingEngine(load_model(cfg.model_path), cfg.optim, cfg.loss, cfg.device)
+        try:
+            import torchtitan  # noqa: F401
+        except ImportError as err:
+            raise ImportError("trainer.engine: torchtitan needs torchtitan==0.3.0 installed "
+                              "(pip install 'forge-kernels[titan]', or scripts/install_vllm.sh)") from err
+        return TitanTrainingEngine(cfg.model_path, cfg.optim, cfg.loss, cfg.device, cfg.titan)
 
     @endpoint
     async def train_step(self, episodes: list[Episode]) -> dict[str, float]:
@@ -102,6 +122,9 @@ class Trainer(Actor):
         """Write the current model and tokenizer as a Hugging Face checkpoint directory."""
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
-        self.engine.model.save_pretrained(out)
+        if isinstance(self.engine, TitanTrainingEngine):
+            self.engine.save_pretrained(out)
+        else:
+            self.engine.model.save_pretrained(out)
         self.tokenizer.save_pretrained(out)
         return str(out)

