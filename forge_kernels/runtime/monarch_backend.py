@@ -49,7 +49,9 @@ _LIVE_PIDS: set[int] = set()
 class _Host(monarch_actor.Actor):
     """Runs inside a monarch process: owns one user actor and calls its endpoints by name."""
 
-    def __init__(self, actor_class: type[Actor], config: StrictModel) -> None:
+    def __init__(self, actor_class: type[Actor], config: StrictModel, cuda_devices: str | None = None) -> None:
+        if cuda_devices is not None:  # before anything in this fresh process initialises CUDA
+            os.environ["CUDA_VISIBLE_DEVICES"] = cuda_devices
         size = math.prod(current_size().values())
         self.actor = actor_class(config, current_rank().rank, size)
 
@@ -103,13 +105,17 @@ class MonarchActorMesh(ActorMesh):
         self._watchdog: asyncio.Task[None] | None = None
 
     @classmethod
-    async def create(cls, actor_class: type[Actor], config: StrictModel, size: int) -> MonarchActorMesh:
-        """Spawn ``size`` processes and one actor in each; returns once every actor is built."""
+    async def create(cls, actor_class: type[Actor], config: StrictModel, size: int,
+                     cuda_devices: str | None = None) -> MonarchActorMesh:
+        """Spawn ``size`` processes and one actor in each; returns once every actor is built.
+
+        ``cuda_devices`` becomes each process's ``CUDA_VISIBLE_DEVICES`` (rank r of a trainer then
+        takes the r-th of them, see :mod:`forge_kernels.distributed`)."""
         _install_fault_hook()
         mesh = cls(actor_class, size)
         mesh._procs = this_host().spawn_procs(per_host={"procs": size})
         try:
-            mesh._host = mesh._procs.spawn(mesh.name, _Host, actor_class, config)
+            mesh._host = mesh._procs.spawn(mesh.name, _Host, actor_class, config, cuda_devices)
             mesh._rank_hosts = [mesh._host.slice(procs=r) for r in range(size)]
             pids = await mesh._host.pid.call()
             mesh.pids = [pid for _, pid in sorted(pids.items(), key=lambda kv: kv[0].rank)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from forge_kernels.config import StrictModel
 from forge_kernels.runtime.routers import RouterName
@@ -33,3 +33,15 @@ class RuntimeConfig(StrictModel):
     failover_timeout_s: float = Field(
         120.0, gt=0, description="how long a request waits for a healthy replica before failing"
     )
+    cuda_devices: str | None = Field(
+        None, pattern=r"^\d+(,\d+)*$",
+        description="GPUs this actor's processes see, e.g. '4,5' (CUDA_VISIBLE_DEVICES; monarch only)",
+    )
+
+    @model_validator(mode="after")
+    def _devices_need_processes(self) -> RuntimeConfig:
+        # local actors share the controller's process: one actor cannot see other GPUs than another
+        if self.cuda_devices is not None and self.backend != "monarch":
+            raise ValueError(f"cuda_devices={self.cuda_devices!r} needs backend: monarch "
+                             f"(local actors share one process, so they share its GPUs)")
+        return self

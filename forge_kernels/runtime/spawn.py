@@ -97,7 +97,7 @@ async def _spawn_mesh(actor_class: type[Actor], config: StrictModel, settings: R
         else:
             from forge_kernels.runtime.monarch_backend import MonarchActorMesh  # optional dependency
 
-            mesh = await MonarchActorMesh.create(actor_class, config, settings.procs)
+            mesh = await MonarchActorMesh.create(actor_class, config, settings.procs, settings.cuda_devices)
         await mesh.invoke_all("setup", (), {})
         return mesh
 

@@ -44,6 +44,10 @@ class Counter(Actor):
         return self.value
 
     @endpoint
+    async def visible_devices(self) -> str | None:
+        return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+    @endpoint
     async def whoami(self) -> dict[str, Any]:
         return {"uid": self.uid, "pid": os.getpid(), "rank": self.rank, "size": self.size}
 

@@ -128,6 +128,22 @@ def test_unknown_endpoint_and_bad_configs_are_clear_errors(run, actors):
     run(body())
 
 
+def test_cuda_devices_become_each_process_visible_devices(run, actors):
+    """runtime.cuda_devices places an actor's processes on GPUs (checked through the env here)."""
+    async def body():
+        with pytest.raises(ConfigError, match="cuda_devices='1' needs backend: monarch"):
+            await spawn(actors.Counter, cuda_devices="1")
+        with pytest.raises(ConfigError, match="cuda_devices"):
+            await spawn(actors.Counter, backend="monarch", cuda_devices="gpu1")
+        mesh = await spawn(actors.Counter, backend="monarch", procs=2, cuda_devices="3,5")
+        try:
+            assert await mesh.visible_devices.call() == ["3,5", "3,5"]
+        finally:
+            await mesh.stop()
+
+    run(body())
+
+
 def test_process_killed_from_outside_is_detected(run, actors):
     """A monarch process killed by a signal (as by a segfault) fails its calls at once."""
     import os
