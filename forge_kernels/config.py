@@ -142,7 +142,16 @@ def format_validation_error(schema: type[BaseModel], err: ValidationError) -> st
 def _fields_at(schema: type[BaseModel], loc: list[str]) -> list[str]:
     """Field names of the sub-model reached by following ``loc`` from ``schema``, if any."""
     model: Any = schema
+    annotation: Any = None  # the declared type that led to ``model`` (to resolve union tags)
     for part in loc:
+        member = _union_member(annotation, part) if annotation is not None else None
+        if member is not None:  # ``part`` is a discriminated-union tag: the member it selects
+            model, annotation = member, None
+            continue
+        if _is_model(model) and part in model.model_fields:
+            annotation = model.model_fields[part].annotation
+        elif not part.isdigit():
+            annotation = None
         model = _submodel(model, part)
         if model is None:
             return []
@@ -169,12 +178,30 @@ def _annotation_at(schema: type[BaseModel], loc: list[str]) -> str | None:
 
 
 def _submodel(model: Any, part: str) -> Any:
+    """The model one step down ``part`` of an error location: a field, a list index, or the tag
+    pydantic puts in the location of a discriminated-union member (``backends.2.tensorboard``)."""
     if not _is_model(model):
         return None
     field = model.model_fields.get(part)
-    if field is None:
-        return None
-    return _first_model_in(field.annotation)
+    if field is not None:
+        return _first_model_in(field.annotation)
+    if part.isdigit():  # an index into a list of models: the location names the item's model next
+        return model
+    return None
+
+
+def _union_member(annotation: Any, tag: str) -> Any:
+    """The member model of a (discriminated) union whose literal ``type``-like field equals ``tag``."""
+    for arg in get_args(annotation):
+        if _is_model(arg):
+            for f in arg.model_fields.values():
+                if get_origin(f.annotation) is Literal and tag in get_args(f.annotation):
+                    return arg
+        else:
+            found = _union_member(arg, tag)
+            if found is not None:
+                return found
+    return None
 
 
 def _first_model_in(annotation: Any) -> Any:

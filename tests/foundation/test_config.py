@@ -80,6 +80,21 @@ def test_typo_names_path_and_suggests_closest_key(tmp_path):
     assert "did you mean 'trainer.optim.warmup'" in msg
 
 
+def test_typo_inside_a_list_of_tagged_union_members_names_that_members_keys(tmp_path):
+    """``metrics.backends[i]`` is a discriminated union: the hint lists the chosen member's keys."""
+    from forge_kernels.metrics import MetricsConfig
+
+    class WithMetrics(StrictModel):
+        metrics: MetricsConfig
+
+    path = write(tmp_path, "metrics: {backends: [{type: console}, {type: tensorboard, log_dir: tb}]}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(WithMetrics, path)
+    msg = str(err.value)
+    assert "metrics.backends.1.tensorboard.log_dir: unknown key" in msg
+    assert "did you mean 'metrics.backends.1.tensorboard.logdir'" in msg and "(valid keys here: logdir, type)" in msg
+
+
 def test_wrong_type_names_path_value_and_expected_type(tmp_path):
     path = write(tmp_path, "trainer: {optim: {lr: 0.1}}\n")
     with pytest.raises(ConfigError) as err:
