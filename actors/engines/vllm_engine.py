@@ -13,6 +13,8 @@ version that produced it. Differences worth knowing:
 - Weights: :meth:`update_weights` asks every vLLM worker (by RPC, plain data only) to read
   version ``v`` from the tensor store and reload it in place (:mod:`vllm_worker_ext`), then
   resets the prefix cache — cached KV from the old weights must not serve the new policy.
+  With the torchstore backend the engine first stages the version in this host's shm store
+  (vLLM's workers live outside the Monarch job and cannot reach torchstore).
   The engine's own gate drains its requests first, so it is safe with or without the
   Generator's gate in front of it.
 
@@ -35,7 +37,7 @@ from actors.engines.sampling import SamplingConfig
 from actors.engines.seeds import prompt_seeds
 from actors.engines.gate import VersionGate
 from forge_kernels.config import StrictModel
-from forge_kernels.store import StoreConfig, weights_key
+from forge_kernels.store import StoreConfig, build_store, weights_key
 from forge_kernels.types import Completion
 
 __all__ = ["VLLMEngineConfig", "VLLMGenerationEngine"]
@@ -112,6 +114,7 @@ class VLLMGenerationEngine:
         self._gate = VersionGate()
         self.policy_version = 0
         self.last_load_s: float | None = None
+        self._staging: tuple[Any, Any, StoreConfig] | None = None  # torchstore handle, shm handle, shm config
 
     # ------------------------------------------------------------------------------- generation
 
@@ -178,14 +181,33 @@ class VLLMGenerationEngine:
         key = weights_key(version)
         async with self._gate.update():
             started = time.perf_counter()
-            counts = await self._llm.collective_rpc(
-                "load_weights_from_store", args=(self.store.model_dump(), key))
+            source = await self._stage(key) if self.store.backend == "torchstore" else self.store
+            try:
+                counts = await self._llm.collective_rpc(
+                    "load_weights_from_store", args=(source.model_dump(), key))
+            finally:
+                if source is not self.store:
+                    await self._staging[1].delete(key)
             if len(set(counts)) != 1:
                 raise RuntimeError(f"vLLM workers loaded different numbers of tensors from {key!r}: {counts}")
             if not await self._llm.reset_prefix_cache():
                 raise RuntimeError("vLLM refused to reset its prefix cache after loading new weights")
             self.last_load_s = time.perf_counter() - started
             self.policy_version = version
+
+    async def _stage(self, key: str) -> StoreConfig:
+        """Copy ``key`` from torchstore into this host's shm store; returns where the workers read it.
+
+        vLLM's workers are processes vLLM starts itself, outside the Monarch job, so they cannot
+        reach torchstore: this engine (inside the job) pulls the version and stages it in shared
+        memory, which the workers map.
+        """
+        if self._staging is None:
+            staging = StoreConfig(backend="shm", namespace=f"{self.store.namespace}-vllm-{uuid.uuid4().hex[:8]}")
+            self._staging = (build_store(self.store), build_store(staging), staging)
+        source, shm, staging = self._staging
+        await shm.put_state_dict(await source.get_state_dict(key), key)
+        return staging
 
     # --------------------------------------------------------------------------------- lifecycle
 
@@ -194,3 +216,6 @@ class VLLMGenerationEngine:
         llm, self._llm = getattr(self, "_llm", None), None
         if llm is not None:
             llm.shutdown()
+        staging, self._staging = getattr(self, "_staging", None), None
+        if staging is not None:
+            staging[1].close_sync(unlink=True)  # this engine's private shm namespace

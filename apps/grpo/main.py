@@ -27,6 +27,7 @@ from actors.trainer import Trainer
 from forge_kernels.config import ConfigError, run_app
 from forge_kernels.metrics import ConsoleBackendConfig, MetricLogger
 from forge_kernels.runtime import Actor, ActorCallError, ActorDiedError, shutdown, spawn
+from forge_kernels.distributed import free_port
 from forge_kernels.store import build_store
 
 from apps.grpo.config import GRPOConfig
@@ -87,7 +88,9 @@ async def spawn_actors(cfg: GRPOConfig, model_path: str,
         "reward": (RewardActor, cfg.reward.model_copy(update={"env": cfg.env})),
         "advantages": (ComputeAdvantages, cfg.advantages.model_copy(update={"estimator": loss.advantage_estimator})),
         "buffer": (ReplayBuffer, cfg.buffer),
-        "trainer": (Trainer, cfg.trainer.model_copy(update={**shared, "store": cfg.store})),
+        "trainer": (Trainer, cfg.trainer.model_copy(update={
+            **shared, "store": cfg.store,
+            "master_port": cfg.trainer.master_port or (free_port() if cfg.runtime_for("trainer").procs > 1 else None)})),
     }
     if cfg.reference_enabled:
         specs["reference"] = (ReferenceModel, cfg.reference.model_copy(
@@ -105,6 +108,7 @@ async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None)
     """Run the app; returns the flushed metrics of every step. ``classes`` replaces actor classes."""
     model_path = resolve_model_path(cfg)
     store = build_store(cfg.store)
+    await store.initialize()  # torchstore: starts its volume and controller (shm: nothing to do)
     for key in await store.keys("weights/"):  # a previous run's versions must not be mistaken for ours
         await store.delete(key)
     backends = [b.model_copy(update={"keys": PROGRESS_KEYS}) if isinstance(b, ConsoleBackendConfig) and b.keys is None

@@ -1,5 +1,5 @@
 """The GRPO app end to end with the real engines: vLLM generates, TorchTitan trains, weights travel
-through the shm store as HF-named tensors (configs/grpo_tiny_vllm_titan.yaml)."""
+as HF-named tensors through the shm store or torchstore (configs/grpo_tiny_vllm_titan.yaml)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from actors.reward import RewardActor, Scored
+from actors.reward import RewardActor
 from apps.grpo.config import GRPOConfig
 from apps.grpo.main import run
 from forge_kernels.config import load_config
+from forge_kernels.env.base import Outcome
 from forge_kernels.runtime import endpoint
 from forge_kernels.tasks import Task
 from forge_kernels.types import Completion
@@ -31,8 +32,8 @@ class EvenTokenReward(RewardActor):
         pass
 
     @endpoint
-    async def score(self, task: Task, completions: list[Completion]) -> list[Scored]:
-        return [Scored(sum(t % 2 == 0 for t in c.token_ids) / max(len(c.token_ids), 1), False, None, "")
+    async def score(self, task: Task, completions: list[Completion]) -> list[Outcome]:
+        return [Outcome(sum(t % 2 == 0 for t in c.token_ids) / max(len(c.token_ids), 1), False, "")
                 for c in completions]
 
     @endpoint
@@ -40,14 +41,17 @@ class EvenTokenReward(RewardActor):
         pass
 
 
-def test_grpo_with_vllm_generation_and_torchtitan_training(tmp_path):
+@pytest.mark.parametrize("store", ["shm", "torchstore"])
+def test_grpo_with_vllm_generation_and_torchtitan_training(tmp_path, store):
     """Sync mode: every step samples from the version the trainer just pushed, so the trainer's
-    recomputed logprobs match vLLM's only if vLLM really loaded each pushed version."""
+    recomputed logprobs match vLLM's only if vLLM really loaded each pushed version (from shm, or
+    from torchstore through the engine's shm staging)."""
     run_dir = tmp_path / "run"
     cfg = load_config(GRPOConfig, CONFIG, [
         f"run_dir={run_dir}", f"store.namespace=t{uuid.uuid4().hex[:8]}", f"store.root={tmp_path}/shm",
         f"metrics.backends.1.path={tmp_path}/metrics.jsonl", f"trainer.titan.checkpoint.folder={tmp_path}/dcp",
         "mode=sync", "steps=3", "save_final=true", "trainer.optim.lr=0.05", "rollout.group_size=4",
+        f"store.backend={store}",
     ])
     history = asyncio.run(run(cfg, classes={"reward": EvenTokenReward}))
 
