@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: install demo smoke sft test test-slow test-gpu test-vllm test-titan bench clean
+.PHONY: install demo smoke sft test test-slow test-gpu test-vllm test-titan test-engines bench clean
 install:
 	@bash scripts/install.sh
 
@@ -21,7 +21,7 @@ test: install
 	$(PYTEST) -m "not slow and not gpu and not vllm and not titan" -q
 
 test-slow: install
-	$(PYTEST) -m "slow and not gpu and not vllm" -q
+	$(PYTEST) -m "slow and not gpu and not vllm and not titan" -q
 
 test-gpu: install
 	$(PYTEST) -m gpu -q
@@ -37,6 +37,11 @@ test-vllm:
 test-titan:
 	@FORGE_VLLM_VENV=$(VLLM_VENV) bash scripts/install_vllm.sh
 	$(VLLM_VENV)/bin/python -m pytest -m titan -q tests/titan
+
+# Everything that needs the engines venv (vLLM, OpenAI endpoint, TorchTitan): what .ci/run adds
+test-engines:
+	@FORGE_VLLM_VENV=$(VLLM_VENV) bash scripts/install_vllm.sh
+	$(VLLM_VENV)/bin/python -m pytest -m "(vllm or titan) and not gpu" -q tests/vllm tests/titan
 
 clean:
 	rm -rf .venv .venv-vllm runs outputs .pytest_cache

@@ -37,7 +37,7 @@ fi
 
 [[ -x "$venv/bin/python" ]] || "$python_bin" -m venv "$venv"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
-echo "install_vllm.sh: installing $vllm_req and forge-kernels[test,titan] for $device into $venv" >&2
+echo "install_vllm.sh: installing $vllm_req, torchstore and forge-kernels[test,titan] for $device into $venv" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # vLLM first, then the project (+ torchtitan) constrained to the torch and transformers vLLM chose
@@ -49,8 +49,12 @@ pins=$("$venv/bin/python" -c 'import importlib.metadata as m; print(*(f"{p}=={m.
 if ! "${pip[@]}" install -q "${constraints[@]}" -c <(echo "$pins") -e ".[test,titan]" >"$log" 2>&1; then
   grep -v "^WARNING: Location" "$log" >&2; exit 1
 fi
+# torchstore pins torch 2.9 / torchmonarch 0.1.2: without its deps (see scripts/install.sh)
+if ! "${pip[@]}" install -q --no-deps torchstore==0.1.2 >"$log" 2>&1; then
+  grep -v "^WARNING: Location" "$log" >&2; exit 1
+fi
 if [[ "$device" == cpu ]]; then
   "${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
-"$venv/bin/python" -c 'import transformers, vllm, torchtitan, actors.engines.vllm_engine, actors.engines.titan_training'
+"$venv/bin/python" -c 'import transformers, vllm, torchtitan, torchstore, actors.engines.vllm_engine, actors.engines.titan_training'
 echo "$stamp_inputs" > "$stamp"
