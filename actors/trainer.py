@@ -25,6 +25,7 @@ from actors.engines.batching import collate_turns
 from actors.engines.hf_training import HFTrainingEngine, OptimConfig
 from actors.engines.titan_training import TitanConfig, TitanTrainingEngine
 from forge_kernels.config import StrictModel
+from forge_kernels.distributed import DistributedConfig, init_process_group
 from forge_kernels.runtime import Actor, endpoint
 from forge_kernels.store import StoreConfig, build_store, weights_key
 from forge_kernels.types import Batch, Episode
@@ -58,10 +59,18 @@ class Trainer(Actor):
         keep_versions: int = Field(default=2, ge=1, description="published versions kept in the store")
         log_mismatch: bool = Field(default=True, description="recompute logprobs before each step (one forward)")
         torch_threads: int | None = Field(default=None, ge=1)
+        master_port: int | None = Field(
+            default=None, ge=1, le=65535,
+            description="rank 0's port when the trainer runs as several processes (runtime procs > 1); "
+                        "the GRPO app picks a free one")
 
     async def setup(self) -> None:
         cfg = self.config
         set_torch_threads(cfg.torch_threads)
+        if self.size > 1:  # one rank per process: FSDP2 (and TP with TorchTitan) over the group
+            if cfg.master_port is None:
+                raise ValueError(f"a trainer of {self.size} processes needs trainer.master_port (rank 0's port)")
+            init_process_group(DistributedConfig(rank=self.rank, world_size=self.size, master_port=cfg.master_port))
         self.tokenizer = load_tokenizer(cfg.model_path)
         self.engine = self._build_engine()
         self.store = build_store(cfg.store)
@@ -107,7 +116,10 @@ class Trainer(Actor):
         """Publish the current weights as ``version``; drop versions older than ``keep_versions``."""
         if version != self.version:
             raise ValueError(f"asked to push version {version} but the trainer's weights are version {self.version}")
-        await self.store.put_state_dict(self.engine.state_dict_for_push(), weights_key(version))
+        state = await asyncio.to_thread(self.engine.state_dict_for_push)  # a collective when sharded
+        if self.rank != 0:
+            return version
+        await self.store.put_state_dict(state, weights_key(version))
         for key in await self.store.keys("weights/v"):
             if int(key.rsplit("v", 1)[1]) <= version - self.config.keep_versions:
                 await self.store.delete(key)
@@ -123,8 +135,13 @@ class Trainer(Actor):
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         if isinstance(self.engine, TitanTrainingEngine):
-            self.engine.save_pretrained(out)
+            await asyncio.to_thread(self.engine.save_pretrained, out)  # a collective; rank 0 writes
+        elif self.size > 1:
+            state = await asyncio.to_thread(self.engine.state_dict_for_push)  # full tensors, a collective
+            if self.rank == 0:
+                self.engine.model.save_pretrained(out, state_dict=state)
         else:
             self.engine.model.save_pretrained(out)
-        self.tokenizer.save_pretrained(out)
+        if self.rank == 0:
+            self.tokenizer.save_pretrained(out)
         return str(out)

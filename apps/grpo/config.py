@@ -101,6 +101,10 @@ class GRPOConfig(StrictModel):
             raise ValueError(f"use_reference is false but trainer.loss.beta={loss.beta} needs reference logprobs")
         for name in self.runtime_overrides:
             self.runtime_for(name)  # bad override fields fail at load time
+        trainer = self.runtime_for("trainer")
+        if trainer.procs > 1 and (trainer.backend != "monarch" or trainer.replicas > 1 or trainer.service):
+            raise ValueError(f"a trainer of procs={trainer.procs} ranks needs backend: monarch (one process per "
+                             f"rank) and one replica; got backend={trainer.backend!r}, replicas={trainer.replicas}")
         return self
 
     @property
