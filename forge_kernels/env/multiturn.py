@@ -129,7 +129,7 @@ class EpisodeState:
     initial_ids: list[int]
     turns: list[Turn] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)  # finished turns that were continued
-    next_prompt: list[int] | None = None
+    next_prompt: list[int] = field(default_factory=list)  # the prompt of the next turn
     stop_reason: str | None = None  # done | max_turns | context_limit | scorer_failed
 
     @property
@@ -168,7 +168,7 @@ async def run_episodes(
         active = [s for s in states if s.active]
         if not active:
             break
-        completions = await backend.generate([s.next_prompt for s in active])  # type: ignore[misc]
+        completions = await backend.generate([s.next_prompt for s in active])
         if len(completions) != len(active):
             raise RuntimeError(f"generate returned {len(completions)} completions for {len(active)} prompts")
         outcomes = await backend.score(task, completions)
