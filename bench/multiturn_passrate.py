@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import time
+from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # no GPU here: interpret Triton (before torch imports it)
@@ -62,7 +63,8 @@ async def measure(cfg: GRPOConfig, checkpoint: str, turns: TurnsConfig, samples:
     summary = {k: round(v, 4) for k, v in turn_summary(episodes).items()}
     per_task = {g[0].task_name: f"{sum(any(t.info.get('correct') for t in ep.turns) for ep in g)}/{len(g)}"
                 for g in groups}
-    return {"checkpoint": checkpoint, **summary, "best_per_task": per_task,
+    stops = Counter(str(ep.turns[-1].info.get("stop_reason")) for ep in episodes)
+    return {"checkpoint": checkpoint, **summary, "best_per_task": per_task, "stop_reasons": dict(stops),
             "generated_tokens": backend.generated_tokens, "wall_s": round(wall, 1)}
 
 
