@@ -24,12 +24,14 @@ class ComputeAdvantages(Actor):
         estimator: Estimator = "grpo"
         gamma: float = Field(default=1.0, ge=0, le=1, description="discount over turns")
         eps: float = Field(default=1e-6, gt=0)
+        per_turn: bool = Field(default=False, description="group by (prompt, turn) for every estimator "
+                                                          "(GRPO per turn); trloo always does")
 
     @endpoint
     async def compute(self, episodes: list[Episode]) -> list[Episode]:
         """``episodes`` (any number of whole groups) with advantages filled in."""
         metrics = assign_advantages(episodes, self.config.estimator, self.config.gamma, self.config.eps,
-                                    is_valid=_not_padding)
+                                    is_valid=_not_padding, per_turn=self.config.per_turn)
         for key, value in metrics.items():
             record_metric(key, value)
         return episodes

@@ -17,9 +17,12 @@ from pydantic import Field, model_validator
 
 from actors.common import load_tokenizer
 from forge_kernels.config import StrictModel
-from forge_kernels.env.base import EnvSpec, build_environment
+from forge_kernels.env.base import EnvSpec, Outcome, build_environment
+from forge_kernels.env.conversation import ConversationTokens
+from forge_kernels.env.multiturn import Continuation, EnvTurnFeedback
 from forge_kernels.env.prompts import ChatMessage
 from forge_kernels.runtime import Actor, endpoint
+from forge_kernels.types import Completion
 
 __all__ = ["CurriculumStage", "DatasetActor", "TaskSample"]
 
@@ -70,6 +73,7 @@ class DatasetActor(Actor):
         cfg = self.config
         self.tokenizer = load_tokenizer(cfg.model_path)
         self.env = build_environment(cfg.env)  # tasks and prompts only: no setup (no evaluator) here
+        self.turn_feedback = EnvTurnFeedback(self.env, ConversationTokens(self.tokenizer))  # multi-turn
         tasks = list(self.env.load_tasks())
         self.prompts: dict[str, tuple[list[ChatMessage], list[int]]] = {}
         for task in tasks:
@@ -111,6 +115,13 @@ class DatasetActor(Actor):
         task = self._order.pop(0)
         messages, ids = self.prompts[task.name]
         return TaskSample(task, ids, f"g{next(self._groups)}-{task.name}", self.epoch, messages)
+
+    @endpoint
+    async def continue_turns(self, task: Any, completions: list[Completion],
+                             outcomes: list[Outcome]) -> list[Continuation]:
+        """Multi-turn: for each scored turn, ``env.is_done`` and the ids that open the next turn
+        (the chat template's boundary and ``env.feedback_message``), rendered with this tokenizer."""
+        return self.turn_feedback.continue_turns(task, completions, outcomes)
 
     @endpoint
     async def num_tasks(self) -> int:

@@ -13,7 +13,10 @@ evaluation): invalid samples are left out of every group statistic and get advan
 :func:`group_advantages` works on flat reward lists/tensors with group ids;
 :func:`assign_advantages` fills ``Turn.advantage`` of :class:`forge_kernels.types.Episode` s.
 For episode-level estimators (grpo, dr_grpo, rloo) each episode's reward is its discounted
-return from the first turn and every turn gets the episode's advantage.
+return from the first turn and every turn gets the episode's advantage; with ``per_turn=True``
+they are applied like TRLOO, to the (prompt, turn index) groups of returns-to-go (GRPO per turn).
+A (prompt, turn) group holding one episode (the others stopped earlier) follows the estimator's
+group-of-one rule: ``rloo``/``trloo`` give ``A = G``, ``grpo``/``dr_grpo`` give 0.
 """
 
 from __future__ import annotations
@@ -150,17 +153,19 @@ def assign_advantages(
     gamma: float = 1.0,
     eps: float = 1e-6,
     is_valid: Callable[[Episode], bool] | None = None,
+    per_turn: bool = False,
 ) -> dict[str, float]:
     """Fill ``turn.advantage`` for every turn of every episode; returns ``advantages/...`` metrics.
 
     Episodes are grouped by ``group_id``. ``is_valid`` (default: the episode has turns) marks
-    episodes to leave out; their turns get advantage 0.
+    episodes to leave out; their turns get advantage 0. ``per_turn`` groups by (prompt, turn)
+    for every estimator (``trloo`` always does).
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown advantage estimator {estimator!r}; valid choices: {', '.join(ESTIMATORS)}")
     valid = [bool(ep.turns) and (is_valid is None or is_valid(ep)) for ep in episodes]
     returns = [returns_to_go(ep.rewards, gamma) for ep in episodes]
-    if estimator == "trloo":
+    if estimator == "trloo" or per_turn:
         keys, values, slots, flags = [], [], [], []
         for e, ep in enumerate(episodes):
             for t, g in enumerate(returns[e]):
@@ -168,7 +173,7 @@ def assign_advantages(
                 values.append(g)
                 slots.append((e, t))
                 flags.append(valid[e])
-        adv = group_advantages(values, keys, "trloo", flags, eps).tolist() if values else []
+        adv = group_advantages(values, keys, estimator, flags, eps).tolist() if values else []
         for (e, t), a in zip(slots, adv):
             episodes[e].turns[t].advantage = a
     else:
