@@ -7,15 +7,13 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from actors.generator import Generator
-from actors.reward import RewardActor
 from forge_kernels.config import StrictModel
-from forge_kernels.env.prompts import PromptConfig
+from forge_kernels.env.base import EnvSpec
+from forge_kernels.env.multiturn import TurnsConfig
 from forge_kernels.eval.report import DEFAULT_FAST_P
 from forge_kernels.models.tiny import TinyModelConfig
-from forge_kernels.tasks import TaskSourceConfig
-from forge_kernels.tasks.loaders import BuiltinTasksConfig
 
-__all__ = ["EvalAppConfig", "OutputSection", "PolicySection"]
+__all__ = ["ContextSection", "EvalAppConfig", "OutputSection", "PolicySection"]
 
 
 class PolicySection(StrictModel):
@@ -46,6 +44,18 @@ class PolicySection(StrictModel):
         return self
 
 
+class ContextSection(StrictModel):
+    """What later turns see (multi-turn only).
+
+    ``stts``: the first prompt plus the ``window`` highest-reward earlier turns (reply + feedback),
+    in order — Dr. Kernel's test-time context management, so episodes can run more turns than
+    training used. ``full``: every earlier turn (the training context; grows with each turn).
+    """
+
+    kind: Literal["stts", "full"] = "stts"
+    window: int = Field(default=4, ge=0, description="STTS: earlier turns kept in the prompt")
+
+
 class OutputSection(StrictModel):
     """Where results go (relative paths are under ``run_dir``)."""
 
@@ -60,15 +70,18 @@ class EvalAppConfig(StrictModel):
     seed: int = 0
     run_dir: str = Field(default="runs/eval", description="outputs, and the tiny model when one is built")
     torch_threads: int | None = Field(default=None, ge=1, description="intra-op threads of this process")
-    tasks: TaskSourceConfig = BuiltinTasksConfig()
-    prompt: PromptConfig = PromptConfig()
+    env: EnvSpec = Field(default_factory=EnvSpec,
+                         description="the environment: its tasks, prompts and scoring (env.config.tasks picks the "
+                                     "task set: built-in or a KernelBench checkout by path)")
     samples_per_task: int = Field(default=4, ge=1, description="k: samples drawn per task")
     pass_k: list[int] | None = Field(default=None, description="k values of pass@k (default: 1 and samples_per_task)")
     fast_p: list[float] = Field(default_factory=lambda: list(DEFAULT_FAST_P), description="thresholds p of fast_p")
-    turns: int = Field(default=1, ge=1, description="turns per episode (1: single-turn)")
+    turns: TurnsConfig = Field(default_factory=TurnsConfig,
+                               description="max_turns (1: single-turn), max_context_tokens, stop_on (done|never)")
+    context: ContextSection = ContextSection()
     max_concurrent_tasks: int = Field(default=4, ge=1, description="tasks sampled and scored at once")
+    eval_concurrency: int = Field(default=2, ge=1, description="environment steps (evaluations) in flight at once")
     policy: PolicySection = PolicySection()
-    reward: RewardActor.Config = RewardActor.Config()
     output: OutputSection = OutputSection()
 
     @model_validator(mode="after")
@@ -79,6 +92,7 @@ class EvalAppConfig(StrictModel):
                 raise ValueError(f"pass_k {bad}: each k must be between 1 and samples_per_task={self.samples_per_task}")
         if any(p < 0 for p in self.fast_p):
             raise ValueError(f"fast_p thresholds must be >= 0, got {self.fast_p}")
-        if self.turns > 1:
-            raise ValueError(f"turns={self.turns}: multi-turn evaluation is not wired into this app yet; use turns=1")
+        if self.policy.source == "solutions" and self.turns.max_turns > 1:
+            raise ValueError(f"policy.source=solutions gives the same answer every turn; use turns.max_turns=1 "
+                             f"(got {self.turns.max_turns})")
         return self

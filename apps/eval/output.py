@@ -43,9 +43,12 @@ def _task_row(task: str, episodes: list[list[SampleRecord]]) -> dict[str, Any]:
 
 
 def _timing_status(run: EvalRun, best: MetricsSummary) -> str:
-    if run.timing_notes:
-        return "; ".join(sorted(run.timing_notes))
-    return "measured" if best.timed_correct else "n/a (no correct sample to time)"
+    if best.timed_correct:
+        return "measured" if not best.untimed_correct else f"measured ({best.untimed_correct} correct untimed)"
+    if best.untimed_correct:
+        return "not measured (the CPU interpreter never times)" if any("cpu" in d for d in run.devices) \
+            else "not measured"
+    return "n/a (no correct sample to time)"
 
 
 def build_report(cfg: EvalAppConfig, run: EvalRun, policy_name: str, wall_s: float) -> dict[str, Any]:
@@ -58,6 +61,8 @@ def build_report(cfg: EvalAppConfig, run: EvalRun, policy_name: str, wall_s: flo
         "tasks": list(run.episodes),
         "samples_per_task": cfg.samples_per_task,
         "turns": run.max_turns,
+        "context": cfg.context.model_dump() if cfg.turns.max_turns > 1 else None,
+        "stop_reasons": dict(sorted(run.stop_reasons.items())),
         "final": turns[-1]["last"].model_dump(mode="json"),
         "best_over_turns": turns[-1]["best"].model_dump(mode="json"),
         "per_turn": [{"turn": t["turn"], "last": t["last"].model_dump(mode="json"),

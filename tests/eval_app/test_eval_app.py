@@ -37,10 +37,17 @@ def check_consistent(report: dict, tasks: int, k: int) -> MetricsSummary:
     assert [r["task"] for r in rows] == report["tasks"] and len(rows) == tasks
     assert sum(r["correct"] for r in rows) == final.fault_counts.get("none", 0)
     assert sum(r["compiled"] for r in rows) == round(final.compile_rate * final.samples)
-    assert len(report["samples"]) == tasks * k
+    turns = report["turns"]
+    assert len(report["per_turn"]) == turns
+    assert report["per_turn"][-1]["last"] == report["final"]
+    assert report["per_turn"][-1]["best"] == report["best_over_turns"]
+    assert sum(report["stop_reasons"].values()) == tasks * k
     assert {(s["task"], s["sample"]) for s in report["samples"]} == {(t, i) for t in report["tasks"] for i in range(k)}
-    assert len(report["per_turn"]) == report["turns"] == 1
-    assert report["per_turn"][0]["last"] == report["final"]
+    assert tasks * k <= len(report["samples"]) <= tasks * k * turns
+    best_curve = [t["best"]["correct_rate"] for t in report["per_turn"]]
+    assert best_curve == sorted(best_curve)  # best-so-far never drops
+    for t in report["per_turn"]:
+        assert t["best"]["correct_rate"] >= t["last"]["correct_rate"]
     with open(report["report_path"]) as f:
         on_disk = json.load(f)
     assert on_disk["final"] == report["final"] and on_disk["per_task"] == rows
@@ -59,12 +66,25 @@ def test_tiny_model_on_builtin_tasks(eval_config):
     assert final.fault_counts == {"no_code": 4}
     assert final.mean_reward == 0.0
     assert all(s["completion_tokens"] > 0 for s in report["samples"])
+    assert report["turns"] == 1 and report["stop_reasons"] == {"max_turns": 4}
+
+
+def test_tiny_model_multi_turn_with_stts(eval_config):
+    """Three turns, never stopping early: every episode has three scored turns; later prompts are built
+    by STTS (first prompt + the best earlier turn) from the feedback the environment wrote."""
+    cfg = eval_config("turns={max_turns: 3, stop_on: never}", "context.window=1")
+    report = asyncio.run(run(cfg))
+    check_consistent(report, tasks=2, k=2)
+    assert report["turns"] == 3 and report["stop_reasons"] == {"max_turns": 4}
+    assert report["context"] == {"kind": "stts", "window": 1}
+    assert sorted((s["task"], s["sample"], s["turn"]) for s in report["samples"]) == sorted(
+        (t, i, turn) for t in report["tasks"] for i in range(2) for turn in (1, 2, 3))
 
 
 def test_solutions_through_the_cli(eval_config, capsys, tmp_path):
     """The shipped solutions are all correct on the interpreter; speedups are unknown there (n/a)."""
     argv = ["--config", str(TINY), f"run_dir={tmp_path}/run", "policy.source=solutions",
-            "tasks.names=[level1/relu, level1/sigmoid]", "samples_per_task=2"]
+            "env.config.tasks.names=[level1/relu, level1/sigmoid]", "samples_per_task=2"]
     report = run_app(EvalAppConfig, main, argv=argv)
     final = check_consistent(report, tasks=2, k=2)
     assert final.correct_rate == 1.0 and final.fault_counts == {"none": 4}
@@ -83,6 +103,8 @@ def test_solutions_through_the_cli(eval_config, capsys, tmp_path):
     (["policy.generator.model_path=/somewhere"], "set policy.path instead"),
     (["fast_p=[-1]"], "fast_p thresholds must be >= 0"),
     (["samples_per_task=0"], "samples_per_task"),
+    (["policy.source=solutions", "turns.max_turns=2"], "same answer every turn"),
+    (["env.config.no_such_key=1"], "no_such_key"),
 ])
 def test_config_errors_name_the_problem(eval_config, overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -93,9 +115,9 @@ def test_bad_policy_path_and_task_source(eval_config, tmp_path):
     with pytest.raises(ConfigError, match="not a Hugging Face checkpoint directory"):
         asyncio.run(run(eval_config(f"policy.path={tmp_path}")))
     with pytest.raises(ConfigError, match="no such folder"):
-        asyncio.run(run(eval_config("~tasks", f"tasks={{source: kernelbench, path: {tmp_path}, levels: [1]}}")))
+        asyncio.run(run(eval_config("~env.config.tasks", f"env.config.tasks={{source: kernelbench, path: {tmp_path}, levels: [1]}}")))
     with pytest.raises(ConfigError, match="unknown built-in task"):
-        asyncio.run(run(eval_config("tasks.names=[level1/nope]")))
+        asyncio.run(run(eval_config("env.config.tasks.names=[level1/nope]")))
 
 
 def test_solutions_policy_needs_solutions(eval_config, tmp_path):
@@ -104,6 +126,6 @@ def test_solutions_policy_needs_solutions(eval_config, tmp_path):
         "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
         "        return torch.relu(x)\n\n\ndef get_inputs():\n    return [torch.randn(4, 8)]\n\n\n"
         "def get_init_inputs():\n    return []\n")
-    cfg = eval_config("~tasks", f"tasks={{source: kernelbench, path: {tmp_path / 'kb'}, levels: [1]}}", "policy.source=solutions")
+    cfg = eval_config("~env.config.tasks", f"env.config.tasks={{source: kernelbench, path: {tmp_path / 'kb'}, levels: [1]}}", "policy.source=solutions")
     with pytest.raises(ConfigError, match=r"these have none: \['level1/1_Relu'\]"):
         asyncio.run(run(cfg))
