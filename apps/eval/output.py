@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,8 @@ from apps.eval.config import EvalAppConfig
 from apps.eval.rollout import EvalRun
 
 __all__ = ["build_report", "format_table", "plot_turns", "write_report"]
+
+log = logging.getLogger("apps.eval")
 
 
 def _episodes(run: EvalRun) -> list[list[SampleRecord]]:
@@ -151,29 +155,35 @@ def plot_turns(cfg: EvalAppConfig, report: dict[str, Any]) -> Path | None:
     and fast_1 when timed. Returns the PNG's path (None when ``output.plot`` is null)."""
     if cfg.output.plot is None:
         return None
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the report is already written; a missing plotting library must not lose it
+        log.warning("matplotlib is not installed: no per-turn plot (set output.plot: null to silence this)")
+        return None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     turns = [t["turn"] for t in report["per_turn"]]
     fig, ax = plt.subplots(figsize=(6, 4))
-    series = [("compile rate (answer at turn)", "last", "compile_rate", "C0", "--"),
-              ("correct rate (answer at turn)", "last", "correct_rate", "C1", "-"),
-              ("correct rate (best so far)", "best", "correct_rate", "C2", "-")]
-    for label, which, key, color, style in series:
-        ax.plot(turns, [t[which][key] for t in report["per_turn"]], marker="o", color=color, linestyle=style,
-                label=label)
-    for label, which, color in (("fast_1 (answer at turn)", "last", "C3"), ("fast_1 (best so far)", "best", "C4")):
-        values = [_fast1(t[which]) for t in report["per_turn"]]
+    rows = report["per_turn"]
+    # best-so-far underneath, wide and pale: where it equals the answer at the turn, both stay visible
+    ax.plot(turns, [t["best"]["correct_rate"] for t in rows], color="C2", linewidth=5, alpha=0.35, marker="o",
+            markersize=9, label="correct rate (best so far)")
+    ax.plot(turns, [t["last"]["correct_rate"] for t in rows], color="C1", marker="o", label="correct rate (answer at turn)")
+    ax.plot(turns, [t["last"]["compile_rate"] for t in rows], color="C0", linestyle="--", marker="o",
+            label="compile rate (answer at turn)")
+    for label, which, color in (("fast_1 (best so far)", "best", "C4"), ("fast_1 (answer at turn)", "last", "C3")):
+        values = [_fast1(t[which]) for t in rows]
         if all(v is not None for v in values):
             ax.plot(turns, values, marker="s", color=color, linestyle=":", label=label)
     ax.set_xlabel("turn")
     ax.set_ylabel("fraction of samples (mean over tasks)")
     ax.set_xticks(turns)
     ax.set_ylim(-0.03, 1.03)
-    ax.set_title(f"{report['policy']}\n{len(report['tasks'])} tasks x {report['samples_per_task']} samples, "
-                 f"timing: {report['timing'][:40]}", fontsize=9)
+    title = (f"{Path(report['policy'].split(':', 1)[-1]).name or report['policy']}: {len(report['tasks'])} tasks x "
+             f"{report['samples_per_task']} samples; timing {report['timing']}")
+    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=9)
     ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()
