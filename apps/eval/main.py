@@ -33,9 +33,6 @@ from apps.eval.rollout import EpisodeFn, EvalRun, multi_turn_episodes, run_all, 
 
 __all__ = ["EvalFailed", "main", "run"]
 
-log = logging.getLogger("apps.eval")
-
-
 class EvalFailed(RuntimeError):
     """Sampling or scoring failed; the evaluation was stopped."""
 

@@ -122,11 +122,13 @@ def format_table(report: dict[str, Any]) -> str:
     row("geomean speedup (eager)", final.geomean_speedup["eager"], best.geomean_speedup["eager"])
     row("geomean speedup (compile)", final.geomean_speedup["compile"], best.geomean_speedup["compile"])
     row("mean reward", final.mean_reward, best.mean_reward)
-    head = f"{'fast_p (final turn)':<26}{'eager/sample':>13}{'eager/best-n':>13}{'compile/sample':>15}{'compile/best-n':>15}"
+    head = (f"{'fast_p (final turn)':<26}{'eager/sample':>13}{'eager/best-n':>13}"
+            f"{'compile/sample':>15}{'compile/best-n':>15}")
     lines += ["", head, "-" * len(head)]
     fp = final.fast_p
     for p in fp["per_sample"]["eager"]:
-        lines.append(f"{f'fast_{p:g}':<26}{_num(fp['per_sample']['eager'][p]):>13}{_num(fp['best_of_n']['eager'][p]):>13}"
+        lines.append(f"{f'fast_{p:g}':<26}{_num(fp['per_sample']['eager'][p]):>13}"
+                     f"{_num(fp['best_of_n']['eager'][p]):>13}"
                      f"{_num(fp['per_sample']['compile'][p]):>15}{_num(fp['best_of_n']['compile'][p]):>15}")
     lines += ["", "faults (final turn): " + ", ".join(f"{k} {v}" for k, v in final.fault_counts.items())]
     if final.untimed_correct:
@@ -172,7 +174,8 @@ def plot_turns(cfg: EvalAppConfig, report: dict[str, Any]) -> Path | None:
     # best-so-far underneath, wide and pale: where it equals the answer at the turn, both stay visible
     ax.plot(turns, [t["best"]["correct_rate"] for t in rows], color="C2", linewidth=5, alpha=0.35, marker="o",
             markersize=9, label="correct rate (best so far)")
-    ax.plot(turns, [t["last"]["correct_rate"] for t in rows], color="C1", marker="o", label="correct rate (answer at turn)")
+    ax.plot(turns, [t["last"]["correct_rate"] for t in rows], color="C1", marker="o",
+            label="correct rate (answer at turn)")
     ax.plot(turns, [t["last"]["compile_rate"] for t in rows], color="C0", linestyle="--", marker="o",
             label="compile rate (answer at turn)")
     for label, which, color in (("fast_1 (best so far)", "best", "C4"), ("fast_1 (answer at turn)", "last", "C3")):

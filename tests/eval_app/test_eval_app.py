@@ -111,11 +111,15 @@ def test_config_errors_name_the_problem(eval_config, overrides, message):
         eval_config(*overrides)
 
 
+def kernelbench(path: Path) -> str:
+    return f"env.config.tasks={{source: kernelbench, path: {path}, levels: [1]}}"
+
+
 def test_bad_policy_path_and_task_source(eval_config, tmp_path):
     with pytest.raises(ConfigError, match="not a Hugging Face checkpoint directory"):
         asyncio.run(run(eval_config(f"policy.path={tmp_path}")))
     with pytest.raises(ConfigError, match="no such folder"):
-        asyncio.run(run(eval_config("~env.config.tasks", f"env.config.tasks={{source: kernelbench, path: {tmp_path}, levels: [1]}}")))
+        asyncio.run(run(eval_config("~env.config.tasks", kernelbench(tmp_path))))
     with pytest.raises(ConfigError, match="unknown built-in task"):
         asyncio.run(run(eval_config("env.config.tasks.names=[level1/nope]")))
 
@@ -126,6 +130,6 @@ def test_solutions_policy_needs_solutions(eval_config, tmp_path):
         "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
         "        return torch.relu(x)\n\n\ndef get_inputs():\n    return [torch.randn(4, 8)]\n\n\n"
         "def get_init_inputs():\n    return []\n")
-    cfg = eval_config("~env.config.tasks", f"env.config.tasks={{source: kernelbench, path: {tmp_path / 'kb'}, levels: [1]}}", "policy.source=solutions")
+    cfg = eval_config("~env.config.tasks", kernelbench(tmp_path / "kb"), "policy.source=solutions")
     with pytest.raises(ConfigError, match=r"these have none: \['level1/1_Relu'\]"):
         asyncio.run(run(cfg))
