@@ -15,6 +15,7 @@ from actors.reward import RewardActor
 from actors.trainer import Trainer
 from forge_kernels.config import StrictModel
 from forge_kernels.env.base import EnvSpec
+from forge_kernels.env.multiturn import TurnsConfig
 from forge_kernels.metrics import MetricsConfig
 from forge_kernels.models.tiny import TinyModelConfig
 from forge_kernels.runtime import RuntimeConfig
@@ -42,6 +43,12 @@ class RolloutSection(StrictModel):
     max_buffered_groups: int | None = Field(
         default=None, ge=1,
         description="rollouts pause while buffered + in-flight groups reach this (default groups_per_step)",
+    )
+    turns: TurnsConfig | None = Field(
+        default=None,
+        description="multi-turn episodes {max_turns, max_context_tokens, stop_on}: the environment's feedback "
+                    "opens each next turn (null: single-turn); discount and per-turn grouping: advantages.gamma, "
+                    "advantages.per_turn",
     )
 
     @property

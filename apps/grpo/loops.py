@@ -1,7 +1,10 @@
 """The two loops of the GRPO app, joined by the replay buffer.
 
 ``continuous_rollouts``: sample a task, generate a group, score it, add reference logprobs,
-add the group to the buffer — forever, pausing while the buffer is full.
+add the group to the buffer — forever, pausing while the buffer is full. With ``rollout.turns``
+a group is ``group_size`` multi-turn episodes driven in lock step by
+:func:`forge_kernels.env.multiturn.run_episodes` (one generate and one score call per turn for the
+group's still-active episodes; the dataset actor renders the feedback into the next prompt's ids).
 ``continuous_training``: take a batch of groups trainable at the current version, compute
 advantages, take an optimiser step, publish the weights and have the generator load them
 (in the background: generation pauses only for the copy itself).
@@ -15,14 +18,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.engines.batching import is_prefix_chained
+from forge_kernels.env.base import Outcome
+from forge_kernels.env.multiturn import Continuation, run_episodes
+from forge_kernels.env.turn_metrics import turn_summary
 from forge_kernels.metrics import MetricLogger, Reduce, record_metric
 from forge_kernels.runtime import collect_metric_states
-from forge_kernels.types import Episode, Turn
+from forge_kernels.types import Completion, Episode, Turn
 
 from apps.grpo.config import GRPOConfig
 
-__all__ = ["Actors", "LoopState", "call", "call_all", "continuous_rollouts", "continuous_training",
-           "rollout_group", "synchronous_steps"]
+__all__ = ["ActorTurnBackend", "Actors", "LoopState", "call", "call_all", "continuous_rollouts",
+           "continuous_training", "rollout_group", "synchronous_steps"]
 
 POLL_S = 0.02
 
@@ -67,10 +74,44 @@ class LoopState:
     history: list[dict[str, float]] = field(default_factory=list)  # flushed scalars, one per step
 
 
-async def rollout_group(actors: Actors, cfg: GRPOConfig, state: LoopState) -> list[Episode]:
-    """One group: ``group_size`` completions of one task, scored (and with reference logprobs)."""
-    start = time.monotonic()
-    sample = await call(actors.dataset, "sample", state.version)
+class ActorTurnBackend:
+    """:func:`run_episodes`' backend over the app's actors: the generator samples, the reward actor
+    scores, the dataset actor (environment + tokenizer) renders feedback into the next prompt."""
+
+    def __init__(self, actors: Actors, state: LoopState) -> None:
+        self.actors, self.state = actors, state
+
+    async def generate(self, prompts: list[list[int]]) -> list[Completion]:
+        completions = await call(self.actors.generator, "generate", prompts, 1)
+        self.state.generated_tokens += sum(len(c.token_ids) for c in completions)
+        return completions
+
+    async def score(self, task: Any, completions: list[Completion]) -> list[Outcome]:
+        return await call(self.actors.reward, "score", task, completions)
+
+    async def continue_turns(self, task: Any, completions: list[Completion],
+                             outcomes: list[Outcome]) -> list[Continuation]:
+        return await call(self.actors.dataset, "continue_turns", task, completions, outcomes)
+
+
+async def add_episode_ref_logprobs(reference: Any, episodes: list[Episode]) -> None:
+    """Reference logprobs of every sampled token of prefix-chained episodes, one forward per
+    episode (its whole sequence), in turn order as :func:`collate_turns` expects."""
+    views = []
+    for ep in episodes:
+        if not is_prefix_chained(ep):
+            raise ValueError(f"episode {ep.episode_id}: turns are not prefix-chained; cannot score it as one sequence")
+        first, last = ep.turns[0].completion, ep.turns[-1].completion
+        rest = (last.prompt_ids + last.token_ids)[len(first.prompt_ids):]
+        views.append(Completion(first.prompt_ids, rest, "", [0.0] * len(rest), last.policy_version))
+    refs = await call(reference, "logprobs", views)
+    for ep, ref in zip(episodes, refs, strict=True):
+        base = len(ep.turns[0].completion.prompt_ids)
+        ep.ref_logprobs = [lp for t in ep.turns
+                           for lp in ref[len(t.completion.prompt_ids) - base:][: len(t.completion.token_ids)]]
+
+
+async def _single_turn_group(actors: Actors, cfg: GRPOConfig, state: LoopState, sample: Any) -> list[Episode]:
     completions = await call(actors.generator, "generate", [sample.prompt_ids], cfg.rollout.group_size)
     scored = await call(actors.reward, "score", sample.task, completions)
     refs = await call(actors.reference, "logprobs", completions) if actors.reference is not None else None
@@ -81,6 +122,25 @@ async def rollout_group(actors: Actors, cfg: GRPOConfig, state: LoopState) -> li
         turn = Turn(completion, reward=result.reward or 0.0, feedback=result.feedback, info=info)
         episodes.append(Episode(f"{sample.group_id}-{i}", sample.group_id, sample.task.name, [turn],
                                 ref_logprobs=None if refs is None else refs[i]))
+    return episodes
+
+
+async def rollout_group(actors: Actors, cfg: GRPOConfig, state: LoopState) -> list[Episode]:
+    """One group: ``group_size`` episodes of one task (single- or multi-turn), scored, with
+    reference logprobs when a reference model runs."""
+    start = time.monotonic()
+    sample = await call(actors.dataset, "sample", state.version)
+    turns = cfg.rollout.turns
+    if turns is None:
+        episodes = await _single_turn_group(actors, cfg, state, sample)
+    else:
+        episodes = await run_episodes(sample.task, sample.prompt_ids, cfg.rollout.group_size,
+                                      ActorTurnBackend(actors, state), turns, group_id=sample.group_id,
+                                      task_name=sample.task.name, response_tokens=cfg.generator.sampling.max_tokens)
+        if actors.reference is not None:
+            await add_episode_ref_logprobs(actors.reference, episodes)
+        for ep in episodes:
+            record_metric(f"rollout/stop/{ep.turns[-1].info['stop_reason']}", 1, Reduce.SUM)
     record_metric("perf/rollout_group_s", time.monotonic() - start)
     return episodes
 
@@ -109,9 +169,14 @@ async def _next_batch(actors: Actors, cfg: GRPOConfig, state: LoopState) -> list
         await asyncio.sleep(POLL_S)
 
 
-def record_batch_rewards(episodes: list[Episode]) -> None:
-    """Reward metrics of the episodes a step trains on (raw rewards, padding copies excluded)."""
+def record_batch_rewards(episodes: list[Episode], multi_turn: bool = False) -> None:
+    """Reward metrics of the episodes a step trains on (raw rewards, padding copies excluded).
+    ``reward/...`` are the last turn's; multi-turn adds :func:`turn_summary`'s per-turn pass rate,
+    reward and fast_1 (``turn/<k>/...``), best-so-far by turn and best/last over turns."""
     real = [ep for ep in episodes if not ep.turns[0].info.get("padding")]
+    if multi_turn:
+        for key, value in turn_summary(real).items():
+            record_metric(key, value)
     timed = False
     for ep in real:
         info = ep.turns[-1].info
@@ -138,7 +203,7 @@ class StepRunner:
 
     async def train(self, step: int, episodes: list[Episode]) -> dict[str, float]:
         episodes = await call(self.actors.advantages, "compute", episodes)
-        record_batch_rewards(episodes)
+        record_batch_rewards(episodes, multi_turn=self.cfg.rollout.turns is not None)
         start = time.monotonic()
         metrics = await call(self.actors.trainer, "train_step", episodes)
         record_metric("perf/train_step_s", time.monotonic() - start)

@@ -1,14 +1,26 @@
-"""Fixtures for the multi-turn tests: the tiny model's tokenizer (ChatML template) and a scripted backend."""
+"""Fixtures for the multi-turn tests: the tiny model's tokenizer (ChatML template), the tiny GRPO
+config and a reward actor a random tiny model can learn from (no kernel evaluation)."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from actors.reward import RewardActor
+from apps.grpo.config import GRPOConfig
+from forge_kernels.config import load_config
+from forge_kernels.env.base import Outcome
 from forge_kernels.models.tiny import train_tokenizer
+from forge_kernels.runtime import endpoint
+from forge_kernels.tasks import Task
+from forge_kernels.types import Completion
+
+TINY = Path(__file__).resolve().parents[2] / "configs" / "grpo_tiny.yaml"
 
 CORPUS = ["def forward(self, x):\n    return x * 2\n", "Result: output_value_mismatch. The output values differ.",
           "Write ModelNew using Triton kernels.", "```python\nimport torch\n```"] * 4
@@ -28,3 +40,40 @@ def run():
         return asyncio.run(asyncio.wait_for(coro, timeout))
 
     return go
+
+
+class EvenShareReward(RewardActor):
+    """Reward = share of even token ids (a signal a random tiny model can move); solved above 0.6.
+    The feedback says the share, so later turns see something that depends on the earlier ones."""
+
+    async def setup(self) -> None:
+        pass
+
+    @endpoint
+    async def score(self, task: Task, completions: list[Completion]) -> list[Outcome]:
+        out = []
+        for c in completions:
+            share = sum(t % 2 == 0 for t in c.token_ids) / max(len(c.token_ids), 1)
+            out.append(Outcome(share, share > 0.6, f"even share {share:.2f}", {"correct": share > 0.6}))
+        return out
+
+    @endpoint
+    async def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def even_share_reward():
+    return EvenShareReward
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    """``tiny_config(*overrides)`` -> GRPOConfig from configs/grpo_tiny.yaml, isolated in tmp_path."""
+
+    def make(*overrides: str) -> GRPOConfig:
+        base = [f"run_dir={tmp_path}/run", f"store.namespace=t{uuid.uuid4().hex[:8]}",
+                f"store.root={tmp_path}/shm", f"metrics.backends.1.path={tmp_path}/metrics.jsonl"]
+        return load_config(GRPOConfig, TINY, [*base, *overrides])
+
+    return make
