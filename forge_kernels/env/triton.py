@@ -12,7 +12,8 @@ isolated evaluator.
 
 ``parse_action`` extracts the ``ModelNew`` module (:func:`extract_code`); ``score`` evaluates it,
 applies the reward function and writes the feedback; ``Outcome.info`` holds the facts the GRPO
-metrics read (extracted, compiled, correct, fault, timing_available, speedup, eval_s, device).
+metrics read (extracted, compiled, correct, fault, timing_available, speedup, speedup_vs_compile,
+eval_s, device).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def kernel_info(result: EvalResult | None, extracted: bool) -> dict[str, Any]:
         "fault": None if r is None else r.fault.value,
         "timing_available": bool(r and r.timing_available),
         "speedup": None if r is None else r.speedup,
+        "speedup_vs_compile": None if r is None else r.speedup_vs_compile,
         "eval_s": 0.0 if r is None else r.wall_time_s,
         "device": None if r is None else r.device,
     }

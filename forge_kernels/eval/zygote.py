@@ -148,7 +148,11 @@ def _reap(sock: socket.socket) -> None:
         _children.discard(pid)
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        sock.send(json.dumps({"exited": pid, "code": code, "signal": sig}).encode())
+        try:
+            sock.send(json.dumps({"exited": pid, "code": code, "signal": sig}).encode())
+        except OSError:  # the evaluator closed while a finished child was being reaped: nothing to tell
+            _kill_children()
+            os._exit(0)
 
 
 def _kill_children() -> None:
