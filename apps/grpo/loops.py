@@ -28,7 +28,7 @@ from forge_kernels.types import Completion, Episode, Turn
 
 from apps.grpo.config import GRPOConfig
 
-__all__ = ["ActorTurnBackend", "Actors", "LoopState", "call", "call_all", "continuous_rollouts",
+__all__ = ["ActorTurnBackend", "Actors", "LoopState", "call", "call_all", "call_trainer", "continuous_rollouts",
            "continuous_training", "rollout_group", "synchronous_steps"]
 
 POLL_S = 0.02
@@ -44,6 +44,12 @@ async def call_all(handle: Any, endpoint: str, *args: Any) -> list[Any]:
     """Every replica (``fanout``) or every rank (``call``)."""
     ep = getattr(handle, endpoint)
     return await (ep.fanout(*args) if hasattr(ep, "fanout") else ep.call(*args))
+
+
+async def call_trainer(trainer: Any, endpoint: str, *args: Any) -> Any:
+    """A trainer endpoint on every rank (a multi-process trainer's steps are collectives); rank 0's
+    answer (every rank computes the same)."""
+    return (await call_all(trainer, endpoint, *args))[0]
 
 
 @dataclass
@@ -205,11 +211,11 @@ class StepRunner:
         episodes = await call(self.actors.advantages, "compute", episodes)
         record_batch_rewards(episodes, multi_turn=self.cfg.rollout.turns is not None)
         start = time.monotonic()
-        metrics = await call(self.actors.trainer, "train_step", episodes)
+        metrics = await call_trainer(self.actors.trainer, "train_step", episodes)
         record_metric("perf/train_step_s", time.monotonic() - start)
         self.state.version += 1
         await self.finish_weight_sync()  # the previous version must be loaded before the next is published
-        await call(self.actors.trainer, "push_weights", self.state.version)
+        await call_trainer(self.actors.trainer, "push_weights", self.state.version)
         self.weight_sync = asyncio.ensure_future(call_all(self.actors.generator, "update_weights", self.state.version))
         for key, value in metrics.items():
             record_metric(key, value, Reduce.MAX if key.endswith("_max") else Reduce.MEAN)

@@ -36,6 +36,7 @@ from apps.grpo.loops import (
     LoopState,
     StepRunner,
     call,
+    call_trainer,
     continuous_rollouts,
     continuous_training,
     synchronous_steps,
@@ -119,14 +120,14 @@ async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None)
     runner: StepRunner | None = None
     try:
         actors = await spawn_actors(cfg, model_path, classes)
-        await call(actors.trainer, "push_weights", 0)  # version 0 too, for generators restarted later
+        await call_trainer(actors.trainer, "push_weights", 0)  # version 0 too, for generators restarted later
         runner = StepRunner(actors, cfg, state, logger)
         if cfg.mode == "sync":
             await synchronous_steps(runner)
         else:
             await _run_async(actors, cfg, state, runner)
         if cfg.save_final:
-            await call(actors.trainer, "save", str(Path(cfg.run_dir) / "final"))
+            await call_trainer(actors.trainer, "save", str(Path(cfg.run_dir) / "final"))
         return state.history
     except (ActorCallError, ActorDiedError) as err:
         raise GRPOFailed(f"GRPO stopped at policy version {state.version}: {err}") from err
