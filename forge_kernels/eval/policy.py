@@ -88,6 +88,7 @@ class StaticReport:
     timer_patches: list[str] = field(default_factory=list)
     persisting_l2: list[str] = field(default_factory=list)
     half_casts: list[str] = field(default_factory=list)
+    kernel_language: str = "Triton"  # what the candidate's kernels are written in (for messages)
 
 
 def _dotted(node: ast.AST) -> str:
