@@ -61,6 +61,10 @@ def evaluate_cuda(ev: "Evaluator", task: Task, code: str, options: EvalOptions, 
     if static.spec_error:
         return ev._result(task, device, options, fault=FaultClass.CUDA_COMPILE_ERROR,
                           error=f"cannot build the extension: {static.spec_error}", **base)
+    torch_ops = py.torch_ops + static.cpp_torch_ops
+    if torch_ops and options.torch_ops == "forbid":  # visible in the text: no need to compile first
+        return ev._result(task, device, options, fault=FaultClass.FORBIDDEN_OP,
+                          error=f"torch compute ops outside CUDA kernels: {'; '.join(torch_ops)}", **base)
     start = time.monotonic()
     libraries: dict[str, str] = {}
     for spec in static.specs:

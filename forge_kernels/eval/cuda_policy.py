@@ -20,7 +20,9 @@ from forge_kernels.eval.policy import TORCH_COMPUTE_NAMES, StaticReport, analyze
 
 __all__ = ["CudaStaticReport", "analyze_cuda_source", "cuda_kernel_names"]
 
-_GLOBAL_FN = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:[\w:<>,\s*&]+?\s+)?(\w+)\s*\(")
+_GLOBAL = re.compile(r"\b__global__\b([^{;]*)")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_FIRST_CALLABLE = re.compile(r"(\w+)\s*\(")
 _CPP_SANDBOX = re.compile(
     r"\b(system|popen|fork|vfork|execl|execlp|execle|execv|execvp|execve|posix_spawn|socket|connect|dlopen|"
     r"dlsym|fopen|freopen|open|creat|unlink|remove|rename|mmap|ptrace|kill|syscall|setenv|putenv)\s*\("
@@ -38,9 +40,10 @@ def cuda_kernel_names(sources: list[str]) -> list[str]:
     """Names of the ``__global__`` functions in CUDA sources, in order of appearance."""
     names: list[str] = []
     for src in sources:
-        for m in _GLOBAL_FN.finditer(_COMMENTS.sub("", src)):
-            if m.group(1) not in names:
-                names.append(m.group(1))
+        for m in _GLOBAL.finditer(_COMMENTS.sub("", src)):
+            name = _FIRST_CALLABLE.search(_LAUNCH_BOUNDS.sub(" ", m.group(1)))  # the declarator's name
+            if name and name.group(1) not in names:
+                names.append(name.group(1))
     return names
 
 

@@ -106,7 +106,7 @@ class ExtensionSpec:
             flags[key] = tuple(values)
         cpp = tuple(_as_list(args.get("cpp_sources"), "load_inline cpp_sources"))
         cuda = tuple(_as_list(args.get("cuda_sources"), "load_inline cuda_sources"))
-        if not cuda:
+        if not any(src.strip() for src in cuda):
             raise SpecError(f"load_inline(name={name!r}) has no cuda_sources: write the kernel in CUDA")
         return cls(name=name, cpp_sources=cpp, cuda_sources=cuda, functions=pairs,
                    with_pytorch_error_handling=bool(args.get("with_pytorch_error_handling", True)),
