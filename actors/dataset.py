@@ -1,8 +1,9 @@
-"""The dataset actor: kernel tasks in shuffled epochs, a level curriculum, prompts as token ids.
+"""The dataset actor: an environment's tasks in shuffled epochs, a level curriculum, prompts as ids.
 
-Each ``sample(policy_version)`` returns the next task of the current epoch among the levels
-the curriculum allows at that version, with its chat prompt rendered through the checkpoint's
-chat template and tokenised, so the generator and trainer see exactly the same ids.
+The tasks and their first-turn chat messages come from the environment (``env`` section); this
+actor owns the order. Each ``sample(policy_version)`` returns the next task of the current epoch
+among the levels the curriculum allows at that version, with its messages rendered through the
+checkpoint's chat template and tokenised, so the generator and trainer see exactly the same ids.
 """
 
 from __future__ import annotations
@@ -10,15 +11,15 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import Field, model_validator
 
 from actors.common import load_tokenizer
 from forge_kernels.config import StrictModel
-from forge_kernels.env.prompts import PromptConfig, task_messages
+from forge_kernels.env.base import EnvSpec, build_environment
+from forge_kernels.env.prompts import ChatMessage
 from forge_kernels.runtime import Actor, endpoint
-from forge_kernels.tasks import Task, TaskSourceConfig, load_tasks
-from forge_kernels.tasks.loaders import BuiltinTasksConfig
 
 __all__ = ["CurriculumStage", "DatasetActor", "TaskSample"]
 
@@ -32,12 +33,16 @@ class CurriculumStage(StrictModel):
 
 @dataclass
 class TaskSample:
-    """One prompt to roll out: the task, its prompt ids, and the id of its group of samples."""
+    """One prompt to roll out: the task, its prompt ids, and the id of its group of samples.
 
-    task: Task
+    ``messages`` are the chat messages ``prompt_ids`` were rendered from (later turns extend them).
+    """
+
+    task: Any  # the environment's task type (has ``name`` and ``level``)
     prompt_ids: list[int]
     group_id: str
     epoch: int
+    messages: list[ChatMessage]
 
 
 class DatasetActor(Actor):
@@ -45,8 +50,8 @@ class DatasetActor(Actor):
 
     class Config(StrictModel):
         model_path: str = Field(default="", description="checkpoint directory whose tokenizer renders prompts; the GRPO app fills it in")
-        tasks: TaskSourceConfig = BuiltinTasksConfig()
-        prompt: PromptConfig = PromptConfig()
+        env: EnvSpec = Field(default_factory=EnvSpec,
+                             description="the environment whose tasks are served; the GRPO app fills it in")
         seed: int = 0
         shuffle: bool = True
         curriculum: list[CurriculumStage] = Field(
@@ -64,23 +69,26 @@ class DatasetActor(Actor):
     async def setup(self) -> None:
         cfg = self.config
         self.tokenizer = load_tokenizer(cfg.model_path)
-        tasks = load_tasks(cfg.tasks)
-        self.prompts: dict[str, list[int]] = {}
+        self.env = build_environment(cfg.env)  # tasks and prompts only: no setup (no evaluator) here
+        tasks = list(self.env.load_tasks())
+        self.prompts: dict[str, tuple[list[ChatMessage], list[int]]] = {}
         for task in tasks:
-            ids = self.tokenizer.apply_chat_template(task_messages(task, cfg.prompt), add_generation_prompt=True,
+            messages = self.env.initial_messages(task)
+            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
                                                      tokenize=True, return_dict=False)
             if cfg.max_prompt_tokens is None or len(ids) <= cfg.max_prompt_tokens:
-                self.prompts[task.name] = list(ids)
+                self.prompts[task.name] = (messages, list(ids))
         self.tasks = [t for t in tasks if t.name in self.prompts]
         if not self.tasks:
-            raise ValueError(f"no task left (loaded {len(tasks)}; max_prompt_tokens={cfg.max_prompt_tokens})")
+            raise ValueError(f"no task left (environment {cfg.env.name!r} gave {len(tasks)}; "
+                             f"max_prompt_tokens={cfg.max_prompt_tokens})")
         for stage in cfg.curriculum:
             if not any(t.level in stage.levels for t in self.tasks):
                 raise ValueError(f"curriculum stage {stage.model_dump()} matches none of the loaded tasks' levels "
                                  f"{sorted({t.level for t in self.tasks})}")
         self.rng = random.Random(cfg.seed)
         self.epoch = 0
-        self._order: list[Task] = []
+        self._order: list[Any] = []
         self._levels: tuple[int, ...] | None = None
         self._groups = itertools.count()
 
@@ -101,7 +109,8 @@ class DatasetActor(Actor):
             self._order = pool
             self.epoch += 1
         task = self._order.pop(0)
-        return TaskSample(task, self.prompts[task.name], f"g{next(self._groups)}-{task.name}", self.epoch)
+        messages, ids = self.prompts[task.name]
+        return TaskSample(task, ids, f"g{next(self._groups)}-{task.name}", self.epoch, messages)
 
     @endpoint
     async def num_tasks(self) -> int:

@@ -1,4 +1,4 @@
-"""The GRPO app's YAML schema: one section per actor plus the loop, model, runtime and metrics."""
+"""The GRPO app's YAML schema: the environment, one section per actor, the loop, model, runtime, metrics."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from actors.replay_buffer import ReplayBuffer
 from actors.reward import RewardActor
 from actors.trainer import Trainer
 from forge_kernels.config import StrictModel
+from forge_kernels.env.base import EnvSpec
 from forge_kernels.metrics import MetricsConfig
 from forge_kernels.models.tiny import TinyModelConfig
 from forge_kernels.runtime import RuntimeConfig
@@ -60,6 +61,8 @@ class GRPOConfig(StrictModel):
     use_reference: bool | None = Field(
         default=None, description="spawn the reference model (null: only when trainer.loss.beta > 0)"
     )
+    env: EnvSpec = Field(default_factory=EnvSpec,
+                         description="the task family: {name: triton | 'pkg.mod:Class', config: {...}}")
     model: ModelSection = ModelSection()
     rollout: RolloutSection = RolloutSection()
     dataset: DatasetActor.Config = DatasetActor.Config()

@@ -77,7 +77,7 @@ async def rollout_group(actors: Actors, cfg: GRPOConfig, state: LoopState) -> li
     state.generated_tokens += sum(len(c.token_ids) for c in completions)
     episodes = []
     for i, (completion, result) in enumerate(zip(completions, scored, strict=True)):
-        info = {**result.summary(), "reward_valid": result.reward is not None}
+        info = {**result.info, "reward_valid": result.reward is not None}
         turn = Turn(completion, reward=result.reward or 0.0, feedback=result.feedback, info=info)
         episodes.append(Episode(f"{sample.group_id}-{i}", sample.group_id, sample.task.name, [turn],
                                 ref_logprobs=None if refs is None else refs[i]))

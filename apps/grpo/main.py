@@ -78,13 +78,13 @@ def actor_class(cfg: GRPOConfig, name: str, default: type[Actor],
 
 async def spawn_actors(cfg: GRPOConfig, model_path: str,
                        classes: Mapping[str, type[Actor]] | None = None) -> Actors:
-    """Spawn every actor with its YAML section, the shared model path and store."""
+    """Spawn every actor with its YAML section, the shared model path, store and environment."""
     shared = {"model_path": model_path}
     loss = cfg.trainer.loss
     specs = {
-        "dataset": (DatasetActor, cfg.dataset.model_copy(update=shared)),
+        "dataset": (DatasetActor, cfg.dataset.model_copy(update={**shared, "env": cfg.env})),
         "generator": (Generator, cfg.generator.model_copy(update={**shared, "store": cfg.store})),
-        "reward": (RewardActor, cfg.reward),
+        "reward": (RewardActor, cfg.reward.model_copy(update={"env": cfg.env})),
         "advantages": (ComputeAdvantages, cfg.advantages.model_copy(update={"estimator": loss.advantage_estimator})),
         "buffer": (ReplayBuffer, cfg.buffer),
         "trainer": (Trainer, cfg.trainer.model_copy(update={**shared, "store": cfg.store})),

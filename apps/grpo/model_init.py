@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from forge_kernels.env.prompts import SYSTEM_PROMPT, task_messages
+from forge_kernels.env.base import build_environment
 from forge_kernels.models.tiny import build_tiny_model, save_checkpoint, train_tokenizer
-from forge_kernels.tasks import load_tasks
 
 from apps.grpo.config import GRPOConfig
 
@@ -23,11 +22,11 @@ def resolve_model_path(cfg: GRPOConfig) -> str:
                 f"give an SFT output directory or leave model.path unset to build a tiny model"
             )
         return str(path)
-    tasks = load_tasks(cfg.dataset.tasks)
-    corpus = [SYSTEM_PROMPT]
-    for task in tasks:
-        corpus += [m["content"] for m in task_messages(task, cfg.dataset.prompt)]
-        if task.solution:
+    env = build_environment(cfg.env)
+    corpus: list[str] = []
+    for task in env.load_tasks():  # the tokenizer learns the environment's prompts (and solutions, if any)
+        corpus += [m["content"] for m in env.initial_messages(task)]
+        if getattr(task, "solution", None):
             corpus.append(task.solution)
     tokenizer = train_tokenizer(corpus, vocab_size=cfg.model.vocab_size)
     model = build_tiny_model(cfg.model.tiny, tokenizer)

@@ -62,7 +62,7 @@ class SFTConfig(StrictModel):
     procs: int = Field(default=1, ge=1, description="training processes (FSDP2 when > 1)")
     output_dir: Path = Path("runs/sft/checkpoint")
     data: DataConfig = DataConfig()
-    prompt: PromptConfig = Field(default_factory=PromptConfig, description="must match the GRPO app's prompt")
+    prompt: PromptConfig = Field(default_factory=PromptConfig, description="must match the GRPO app's env.config.prompt")
     tokenizer: TokenizerSettings = TokenizerSettings()
     model: ModelSettings = ModelSettings()
     train: TrainSettings = TrainSettings()

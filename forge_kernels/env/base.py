@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from pydantic import Field
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
-from forge_kernels.config import StrictModel
+from forge_kernels.config import StrictModel, format_validation_error
 from forge_kernels.env.prompts import ChatMessage
 
 __all__ = [
@@ -86,6 +86,9 @@ class Environment(ABC, Generic[TaskT]):
     """One task family. Subclasses set ``name``, may define a nested ``Config`` (a
     :class:`StrictModel`) and implement the abstract methods. Instances live in the dataset and
     reward actors (one per process); ``setup``/``close`` bracket resources such as an eval server.
+
+    ``load_tasks``, ``initial_messages`` and ``parse_action`` must work without ``setup`` (the
+    dataset actor never calls it); only ``score`` (and so ``step``) may need it.
     """
 
     name: ClassVar[str] = ""
@@ -119,8 +122,9 @@ class Environment(ABC, Generic[TaskT]):
         """Score an action with ``action.ok`` True (safe to call concurrently)."""
 
     def invalid_action_outcome(self, task: TaskT, action: Action) -> Outcome:
-        """The outcome of an action that could not be parsed (default: reward 0, its message)."""
-        return Outcome(0.0, False, action.message, {"parsed": False, "parse_failure": action.failure})
+        """The outcome of an action that could not be parsed (default: reward 0, its message).
+        ``info["parse_failure"]`` names the failure (the reward actor counts it); overrides keep it."""
+        return Outcome(0.0, False, action.message, {"parse_failure": action.failure or "invalid_action"})
 
     async def step(self, task: TaskT, text: str) -> Outcome:
         """Parse then score one reply: the reward actor's single entry point."""
@@ -144,12 +148,36 @@ class EnvSpec(StrictModel):
     name: str = Field(default="triton", description="a registered environment, or 'package.module:ClassName'")
     config: dict[str, Any] = Field(default_factory=dict, description="the environment's own Config fields")
 
+    # a bad name or config key must fail when the YAML is loaded, not when an actor starts
+    @field_validator("name")
+    @classmethod
+    def _resolvable(cls, name: str) -> str:
+        environment_class(name)
+        return name
+
+    @field_validator("config")
+    @classmethod
+    def _fits(cls, config: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "name" in info.data:  # else the name already failed
+            _validate_config(info.data["name"], config)
+        return config
+
     def environment_class(self) -> type[Environment]:
         return environment_class(self.name)
 
     def validated_config(self) -> StrictModel:
-        """``config`` validated against the environment's ``Config`` (bad keys fail here)."""
-        return self.environment_class().Config.model_validate(self.config)
+        """``config`` validated against the environment's ``Config``."""
+        return _validate_config(self.name, self.config)
+
+
+def _validate_config(name: str, config: dict[str, Any]) -> StrictModel:
+    cls = environment_class(name)
+    try:
+        return cls.Config.model_validate(config)
+    except ValidationError as err:
+        problems = format_validation_error(cls.Config, err).splitlines()[1:]
+        raise ValueError(f"does not fit environment {name!r} ({cls.__qualname__}.Config):\n"
+                         + "\n".join(p.replace("  ", "    env.config.", 1) for p in problems)) from None
 
 
 _REGISTRY: dict[str, type[Environment]] = {}
@@ -202,5 +230,4 @@ def environment_class(name: str) -> type[Environment]:
 
 def build_environment(spec: EnvSpec) -> Environment:
     """An environment instance for ``spec`` (not yet set up)."""
-    cls = spec.environment_class()
-    return cls(cls.Config.model_validate(spec.config))
+    return spec.environment_class()(spec.validated_config())

@@ -1,12 +1,14 @@
-"""Reward actor (embedded evaluation, extraction failures, config modes) and dataset actor."""
+"""Reward actor (Triton environment: embedded evaluation, extraction failures, config modes) and
+dataset actor (tasks and prompts from the environment)."""
 
 from __future__ import annotations
 
 import pytest
 
 from actors.dataset import DatasetActor
-from actors.reward import RewardActor, ServiceEvalConfig
+from actors.reward import RewardActor
 from forge_kernels.config import ConfigError, validate
+from forge_kernels.env.kernel_eval import ServiceEvalConfig
 from forge_kernels.types import Completion
 
 
@@ -20,8 +22,9 @@ def test_reward_scores_a_correct_kernel_a_wrong_one_and_prose(tasks, run):
     assert wrong != relu.solution
 
     async def scenario():
-        actor = RewardActor(RewardActor.Config(eval={"mode": "embedded", "options": {"trials": 1, "alt_shape_trials": 0}},
-                                               no_code_reward=-0.5))
+        env = {"name": "triton", "config": {"eval": {"mode": "embedded", "options": {"trials": 1, "alt_shape_trials": 0}},
+                                            "no_code_reward": -0.5}}
+        actor = RewardActor(RewardActor.Config(env=env))
         await actor.setup()
         try:
             return await actor.score(relu, [completion(f"```python\n{relu.solution}\n```"),
@@ -31,27 +34,34 @@ def test_reward_scores_a_correct_kernel_a_wrong_one_and_prose(tasks, run):
             await actor.close()
 
     good, bad, prose = run(scenario())
-    assert good.correct and good.reward == 1.0 and good.summary()["fault"] == "none"  # kernelgym on CPU: C
-    assert bad.compiled and not bad.correct and bad.reward == 0.0
-    assert bad.summary()["fault"] == "output_value_mismatch" and "do not match" in bad.feedback
-    assert not prose.extracted and prose.reward == -0.5 and "python" in prose.feedback
+    assert good.info["correct"] and good.reward == 1.0 and good.info["fault"] == "none"  # kernelgym on CPU: C
+    assert good.success  # correct is enough by default
+    assert bad.info["compiled"] and not bad.info["correct"] and bad.reward == 0.0 and not bad.success
+    assert bad.info["fault"] == "output_value_mismatch" and "do not match" in bad.feedback
+    assert not prose.info["extracted"] and prose.reward == -0.5 and "python" in prose.feedback
+    assert prose.info["parse_failure"] == "no_code_block"
 
 
 def test_reward_eval_modes_validate():
-    cfg = validate(RewardActor.Config, {"eval": {"mode": "service", "urls": ["http://h:1"]}})
-    assert isinstance(cfg.eval, ServiceEvalConfig) and cfg.eval.urls == ["http://h:1"]
-    with pytest.raises(ConfigError, match="eval"):
-        validate(RewardActor.Config, {"eval": {"mode": "remote"}})
+    def env(config):
+        return {"env": {"name": "triton", "config": config}}
+
+    cfg = validate(RewardActor.Config, env({"eval": {"mode": "service", "urls": ["http://h:1"]}}))
+    eval_cfg = cfg.env.validated_config().eval
+    assert isinstance(eval_cfg, ServiceEvalConfig) and eval_cfg.urls == ["http://h:1"]
+    with pytest.raises(ConfigError, match="env.config.eval"):
+        validate(RewardActor.Config, env({"eval": {"mode": "remote"}}))
     with pytest.raises(ConfigError, match="unknown reward"):
-        validate(RewardActor.Config, {"reward": {"name": "nope"}})
+        validate(RewardActor.Config, env({"reward": {"name": "nope"}}))
 
 
 def test_dataset_epochs_curriculum_and_prompts(checkpoint, run):
     async def scenario():
+        env = {"name": "triton", "config": {
+            "tasks": {"source": "builtin", "levels": [1, 2], "names": ["level1/relu", "level1/add", "level2/linear_relu"]},
+            "prompt": {"one_shot": False}}}
         ds = DatasetActor(DatasetActor.Config(
-            model_path=checkpoint, tasks={"source": "builtin", "levels": [1, 2],
-                                          "names": ["level1/relu", "level1/add", "level2/linear_relu"]},
-            prompt={"one_shot": False}, curriculum=[{"from_version": 0, "levels": [1]},
+            model_path=checkpoint, env=env, curriculum=[{"from_version": 0, "levels": [1]},
                                                      {"from_version": 2, "levels": [2]}]))
         await ds.setup()
         early = [await ds.sample(0) for _ in range(4)]
@@ -66,5 +76,7 @@ def test_dataset_epochs_curriculum_and_prompts(checkpoint, run):
     assert len({s.group_id for s in early + late}) == 6
     text = ds.tokenizer.decode(early[0].prompt_ids)
     assert "ModelNew" in text and text.rstrip().endswith("assistant")
+    assert [m["role"] for m in early[0].messages] == ["system", "user"]  # one_shot off
+    assert early[0].messages[-1]["content"] in text
     with pytest.raises(ConfigError, match="sorted by from_version and start at 0"):
         validate(DatasetActor.Config, {"curriculum": [{"from_version": 3, "levels": [1]}]})

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from actors.reward import RewardActor, Scored
+from actors.reward import RewardActor
 from apps.grpo.config import GRPOConfig
 from forge_kernels.config import load_config
+from forge_kernels.env.base import Outcome
 from forge_kernels.runtime import endpoint
 from forge_kernels.tasks import Task
 from forge_kernels.types import Completion
@@ -38,8 +39,8 @@ class EvenTokenReward(RewardActor):
         self.closed = False
 
     @endpoint
-    async def score(self, task: Task, completions: list[Completion]) -> list[Scored]:
-        return [Scored(sum(t % 2 == 0 for t in c.token_ids) / max(len(c.token_ids), 1), False, None, "")
+    async def score(self, task: Task, completions: list[Completion]) -> list[Outcome]:
+        return [Outcome(sum(t % 2 == 0 for t in c.token_ids) / max(len(c.token_ids), 1), False, "")
                 for c in completions]
 
     @endpoint
@@ -54,7 +55,7 @@ class BrokenReward(EvenTokenReward):
         self.calls = 0
 
     @endpoint
-    async def score(self, task: Task, completions: list[Completion]) -> list[Scored]:
+    async def score(self, task: Task, completions: list[Completion]) -> list[Outcome]:
         self.calls += 1
         if self.calls == 2:
             raise RuntimeError("reward backend exploded")

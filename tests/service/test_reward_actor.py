@@ -17,8 +17,9 @@ def test_reward_actor_scores_through_the_service(server, http, relu, run):
     assert wrong != relu.solution
 
     async def scenario():
-        actor = await spawn(RewardActor, {"eval": {"mode": "service", "urls": [server.url],
-                                                   "options": {"trials": 1, "alt_shape_trials": 0, "seed": 4242}}})  # uncached
+        eval_cfg = {"mode": "service", "urls": [server.url],
+                    "options": {"trials": 1, "alt_shape_trials": 0, "seed": 4242}}  # uncached
+        actor = await spawn(RewardActor, {"env": {"name": "triton", "config": {"eval": eval_cfg}}})
         try:
             return await actor.score.call_one(relu, [Completion([1], [2], f"```python\n{s}\n```", [-0.5], 0)
                                                      for s in (relu.solution, wrong)])
@@ -26,6 +27,6 @@ def test_reward_actor_scores_through_the_service(server, http, relu, run):
             await shutdown()
 
     good, bad = run(scenario())
-    assert good.correct and good.reward == 1.0 and good.result.device.startswith("cpu")
-    assert bad.compiled and not bad.correct and bad.summary()["fault"] == "output_value_mismatch"
+    assert good.info["correct"] and good.reward == 1.0 and good.info["device"].startswith("cpu")
+    assert bad.info["compiled"] and not bad.info["correct"] and bad.info["fault"] == "output_value_mismatch"
     assert evaluations(http) - before == 2  # both were evaluated by the server's workers

@@ -1,0 +1,1 @@
+"""Example extensions of Forge Kernels (importable as ``examples.<module>``)."""

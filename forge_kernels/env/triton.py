@@ -1,0 +1,127 @@
+"""The Triton kernel environment: KernelBench tasks, rewritten as Triton kernels, scored by the
+isolated evaluator.
+
+    env:
+      name: triton
+      config:
+        tasks: {source: builtin, levels: [1]}      # or {source: kernelbench, path: ...}
+        prompt: {one_shot: false}
+        eval: {mode: embedded, options: {trials: 1}} # or {mode: service, urls: [...]}
+        reward: {name: kernelgym}
+        success: {min_speedup: 1.0}                  # early stop: correct and >= 1.0x
+
+``parse_action`` extracts the ``ModelNew`` module (:func:`extract_code`); ``score`` evaluates it,
+applies the reward function and writes the feedback; ``Outcome.info`` holds the facts the GRPO
+metrics read (extracted, compiled, correct, fault, timing_available, speedup, eval_s, device).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import Field
+
+from forge_kernels.config import StrictModel
+from forge_kernels.env.base import Action, Environment, Outcome, register_environment
+from forge_kernels.env.extraction import extract_code
+from forge_kernels.env.feedback import format_feedback
+from forge_kernels.env.kernel_eval import EmbeddedEvalConfig, EvalConfig, Scorer, build_scorer
+from forge_kernels.env.prompts import ChatMessage, PromptConfig, task_messages
+from forge_kernels.env.rewards import RewardConfig, compute_reward
+from forge_kernels.eval import EvalResult
+from forge_kernels.metrics import Reduce, record_metric
+from forge_kernels.tasks import Task, TaskSourceConfig, load_tasks
+from forge_kernels.tasks.loaders import BuiltinTasksConfig
+
+__all__ = ["SuccessConfig", "TritonKernelEnv", "kernel_info"]
+
+
+class SuccessConfig(StrictModel):
+    """When a kernel counts as solved (the multi-turn early-stop condition)."""
+
+    min_speedup: float | None = Field(
+        default=None, gt=0,
+        description="also require a measured speedup >= this (null: correct is enough; "
+                    "no timing, e.g. on CPU, never reaches a threshold)")
+
+    def reached(self, result: EvalResult) -> bool:
+        if not result.correct:
+            return False
+        if self.min_speedup is None:
+            return True
+        return bool(result.timing_available and result.speedup is not None and result.speedup >= self.min_speedup)
+
+
+def kernel_info(result: EvalResult | None, extracted: bool) -> dict[str, Any]:
+    """Small, picklable facts of one evaluation for ``Turn.info`` and metrics."""
+    r = result
+    return {
+        "extracted": extracted,
+        "compiled": bool(r and r.compiled),
+        "correct": bool(r and r.correct),
+        "fault": None if r is None else r.fault.value,
+        "timing_available": bool(r and r.timing_available),
+        "speedup": None if r is None else r.speedup,
+        "eval_s": 0.0 if r is None else r.wall_time_s,
+        "device": None if r is None else r.device,
+    }
+
+
+@register_environment("triton")
+class TritonKernelEnv(Environment[Task]):
+    """Write ``ModelNew`` with Triton kernels for a KernelBench-format reference module."""
+
+    class Config(StrictModel):
+        tasks: TaskSourceConfig = BuiltinTasksConfig()
+        prompt: PromptConfig = PromptConfig()
+        eval: EvalConfig = EmbeddedEvalConfig()
+        reward: RewardConfig = RewardConfig()
+        no_code_reward: float = Field(default=0.0, description="reward when no ModelNew module is found")
+        feedback_chars: int = Field(default=2000, ge=100, description="feedback text is trimmed to this")
+        success: SuccessConfig = SuccessConfig()
+
+    config: Config
+
+    def __init__(self, config: Config | None = None) -> None:
+        super().__init__(config)
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._scorer: Scorer | None = None
+
+    async def setup(self) -> None:
+        """Start the evaluator (embedded) or connect to / start the eval service."""
+        self._stack = contextlib.AsyncExitStack()
+        self._scorer = await build_scorer(self.config.eval, self._stack)
+
+    async def close(self) -> None:
+        if self._stack is not None:
+            stack, self._stack, self._scorer = self._stack, None, None
+            await stack.aclose()
+
+    def load_tasks(self) -> Sequence[Task]:
+        return load_tasks(self.config.tasks)
+
+    def initial_messages(self, task: Task) -> list[ChatMessage]:
+        return task_messages(task, self.config.prompt)
+
+    def parse_action(self, task: Task, text: str) -> Action:
+        extraction = extract_code(text)
+        if not extraction.ok:
+            return Action(False, None, extraction.message, extraction.failure.value)
+        return Action(True, extraction.code)
+
+    def invalid_action_outcome(self, task: Task, action: Action) -> Outcome:
+        info = {**kernel_info(None, extracted=False), "parse_failure": action.failure}
+        return Outcome(self.config.no_code_reward, False, action.message, info)
+
+    async def score(self, task: Task, action: Action) -> Outcome:
+        if self._scorer is None:
+            raise RuntimeError("TritonKernelEnv.score before setup(): the evaluator is not started")
+        result = await self._scorer.evaluate(task, action.content, self.config.eval.options)
+        record_metric(f"eval/fault/{result.fault.value}", 1, Reduce.SUM)
+        record_metric("eval/wall_s", result.wall_time_s)
+        return Outcome(reward=compute_reward(result, self.config.reward),
+                       success=self.config.success.reached(result),
+                       feedback=format_feedback(result, self.config.feedback_chars),
+                       info=kernel_info(result, extracted=True))
