@@ -3,21 +3,25 @@
     env:
       name: cuda
       config:
-        tasks: {source: builtin, levels: [1]}
-        eval: {trials: 3, compile_timeout_s: 300}
+        tasks: {source: builtin, levels: [1]}             # or {source: kernelbench, path: ...}
+        prompt: {one_shot: true}
+        eval: {mode: embedded, options: {trials: 3, compile_timeout_s: 300}}   # or {mode: service, ...}
+        reward: {name: kernelgym}
 
 The model gets the reference module and writes a Python module whose ``ModelNew`` calls functions
 of an extension built with ``torch.utils.cpp_extension.load_inline`` (KernelBench's CUDA format).
-Scoring goes through the isolated evaluator (``EvalOptions.language = "cuda"``), locally or through
-eval servers: compile errors come back with the trimmed nvcc / g++ diagnostics as feedback. On a
-CPU machine the extension is compiled but cannot run, so the reward reflects compilation only
-(and the static hack checks); on a GPU the full correctness, timing and hack checks apply.
+Scoring goes through the isolated evaluator with ``EvalOptions.language = "cuda"`` (embedded or
+through the eval service, as for Triton): compile errors come back with the trimmed nvcc / g++
+diagnostics as feedback. On a CPU machine the extension is compiled but cannot run, so the reward
+reflects compilation only (and the static hack checks; ``info["correctness_checked"]`` is False);
+on a GPU the full correctness, timing and hack checks apply. Built extensions are cached under
+``$FORGE_CUDA_BUILD_DIR`` (default ``~/.cache/forge_kernels/cuda_builds``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -25,13 +29,16 @@ from forge_kernels.config import StrictModel
 from forge_kernels.env.base import Action, Environment, Outcome, register_environment
 from forge_kernels.env.extraction import extract_code
 from forge_kernels.env.feedback import format_feedback
+from forge_kernels.env.kernel_eval import EmbeddedEvalConfig, EvalConfig, Scorer, ServiceEvalConfig, build_scorer
 from forge_kernels.env.prompts import ChatMessage
 from forge_kernels.env.rewards import RewardConfig, compute_reward
-from forge_kernels.eval.results import EvalOptions, EvalResult
-from forge_kernels.tasks.loaders import BuiltinTasksConfig, KernelBenchTasksConfig, load_tasks
-from forge_kernels.tasks.task import Task
+from forge_kernels.env.triton import SuccessConfig, kernel_info
+from forge_kernels.eval import EvalOptions
+from forge_kernels.metrics import Reduce, record_metric
+from forge_kernels.tasks import Task, TaskSourceConfig, load_tasks
+from forge_kernels.tasks.loaders import BuiltinTasksConfig
 
-__all__ = ["CUDA_SYSTEM_PROMPT", "CudaKernelEnv", "ONE_SHOT_REFERENCE", "ONE_SHOT_SOLUTION"]
+__all__ = ["CUDA_SYSTEM_PROMPT", "CudaKernelEnv", "CudaPromptConfig", "ONE_SHOT_REFERENCE", "ONE_SHOT_SOLUTION"]
 
 CUDA_SYSTEM_PROMPT = """\
 You are an expert GPU kernel engineer. You rewrite PyTorch modules as fast, correct CUDA C++ kernels.
@@ -137,99 +144,95 @@ def _user_message(reference_source: str) -> str:
             "Write `ModelNew` using CUDA kernels built with `load_inline`.")
 
 
+class CudaPromptConfig(StrictModel):
+    """How a task is put to the model."""
+
+    one_shot: bool = Field(default=True, description="show the solved elementwise-add example first")
+    system_prompt: str | None = Field(default=None, description="replaces CUDA_SYSTEM_PROMPT if set")
+
+
+def _cuda_eval() -> EmbeddedEvalConfig:
+    return EmbeddedEvalConfig(options=EvalOptions(language="cuda"))
+
+
 @register_environment("cuda")
 class CudaKernelEnv(Environment[Task]):
-    """KernelBench tasks, answered in CUDA C++ (``load_inline``), scored by the isolated evaluator."""
+    """Write ``ModelNew`` with CUDA kernels (``load_inline``) for a KernelBench-format reference module."""
 
     class Config(StrictModel):
-        """The YAML ``env.config`` of the CUDA environment."""
-
-        tasks: BuiltinTasksConfig | KernelBenchTasksConfig = Field(
-            default_factory=lambda: BuiltinTasksConfig(levels=[1]), discriminator="source",
-            description="which tasks: {source: builtin, levels: [...]} or {source: kernelbench, path: ...}")
-        one_shot: bool = Field(default=True, description="show the solved elementwise-add example first")
-        system_prompt: str | None = Field(default=None, description="replaces CUDA_SYSTEM_PROMPT if set")
-        eval: EvalOptions = Field(default_factory=lambda: EvalOptions(language="cuda"),
-                                  description="evaluation options (language must stay 'cuda')")
-        eval_urls: list[str] = Field(default_factory=list,
-                                     description="eval servers to score through; empty: a local evaluator")
-        build_dir: str | None = Field(default=None, description="CUDA build cache (default: ~/.cache/...)")
-        reward: RewardConfig = Field(default_factory=RewardConfig)
-        max_feedback_chars: int = Field(default=2000, ge=200, description="feedback text is trimmed to this")
+        tasks: TaskSourceConfig = BuiltinTasksConfig(levels=[1])
+        prompt: CudaPromptConfig = CudaPromptConfig()
+        eval: EvalConfig = Field(default_factory=_cuda_eval,
+                                 description="as for Triton; options.language is 'cuda' (set when omitted)")
+        reward: RewardConfig = RewardConfig()
+        no_code_reward: float = Field(default=0.0, description="reward when no ModelNew module is found")
+        feedback_chars: int = Field(default=2000, ge=100, description="feedback text is trimmed to this")
+        success: SuccessConfig = SuccessConfig()
 
         @field_validator("eval")
         @classmethod
-        def _cuda_language(cls, options: EvalOptions) -> EvalOptions:
-            if "language" not in options.model_fields_set:
-                return options.model_copy(update={"language": "cuda"})
-            if options.language != "cuda":
-                raise ValueError(f"env 'cuda' evaluates CUDA candidates: eval.language must be 'cuda', "
-                                 f"got {options.language!r}")
-            return options
+        def _cuda_language(cls, cfg: EmbeddedEvalConfig | ServiceEvalConfig) -> EmbeddedEvalConfig | ServiceEvalConfig:
+            if "language" not in cfg.options.model_fields_set:
+                return cfg.model_copy(update={"options": cfg.options.model_copy(update={"language": "cuda"})})
+            if cfg.options.language != "cuda":
+                raise ValueError(f"env 'cuda' evaluates CUDA candidates: eval.options.language must be 'cuda', "
+                                 f"got {cfg.options.language!r}")
+            return cfg
 
     config: Config
 
-    def __init__(self, config: StrictModel | None = None) -> None:
+    def __init__(self, config: Config | None = None) -> None:
         super().__init__(config)
-        self._scorer: Any = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._scorer: Scorer | None = None
 
     async def setup(self) -> None:
-        """Start the scorer: an :class:`EvalClient` for ``eval_urls``, else a local Evaluator."""
-        if self._scorer is not None:
-            return
-        if self.config.eval_urls:
-            from forge_kernels.eval.service.client import EvalClient
-
-            self._scorer = EvalClient(self.config.eval_urls)
-        else:
-            from forge_kernels.eval import Evaluator
-
-            self._scorer = Evaluator(self.config.eval, cuda_build_dir=self.config.build_dir)
+        """Start the evaluator (embedded) or connect to / start the eval service."""
+        self._stack = contextlib.AsyncExitStack()
+        self._scorer = await build_scorer(self.config.eval, self._stack)
 
     async def close(self) -> None:
-        scorer, self._scorer = self._scorer, None
-        if scorer is None:
-            return
-        if self.config.eval_urls:
-            await scorer.aclose()
-        else:
-            scorer.close()
+        if self._stack is not None:
+            stack, self._stack, self._scorer = self._stack, None, None
+            await stack.aclose()
 
     def load_tasks(self) -> Sequence[Task]:
         return load_tasks(self.config.tasks)
 
     def initial_messages(self, task: Task) -> list[ChatMessage]:
-        messages: list[ChatMessage] = [{"role": "system", "content": self.config.system_prompt or CUDA_SYSTEM_PROMPT}]
-        if self.config.one_shot and task.name != "level1/add":
+        prompt = self.config.prompt
+        messages: list[ChatMessage] = [{"role": "system", "content": prompt.system_prompt or CUDA_SYSTEM_PROMPT}]
+        if prompt.one_shot and task.name != "level1/add":  # the example is not shown for its own task
             messages += [{"role": "user", "content": _user_message(ONE_SHOT_REFERENCE)},
                          {"role": "assistant", "content": f"```python\n{ONE_SHOT_SOLUTION.strip()}\n```"}]
         messages.append({"role": "user", "content": _user_message(task.source)})
         return messages
 
     def parse_action(self, task: Task, text: str) -> Action:
-        extracted = extract_code(text)
-        if not extracted.ok:
-            assert extracted.failure is not None
-            return Action(False, message=extracted.message, failure=extracted.failure.value)
-        return Action(True, content=extracted.code, message=extracted.message)
+        extraction = extract_code(text)
+        if not extraction.ok:
+            assert extraction.failure is not None
+            return Action(False, None, extraction.message, extraction.failure.value)
+        return Action(True, extraction.code)
 
-    async def evaluate(self, task: Task, code: str) -> EvalResult:
-        """The evaluator's verdict on ``code`` (set up on first use)."""
-        await self.setup()
-        if self.config.eval_urls:
-            return await self._scorer.evaluate(task, code, self.config.eval)
-        return await self._scorer.aevaluate(task, code, self.config.eval)
+    def invalid_action_outcome(self, task: Task, action: Action) -> Outcome:
+        info = {**kernel_info(None, extracted=False), "parse_failure": action.failure}
+        return Outcome(self.config.no_code_reward, False, action.message, info)
 
     async def score(self, task: Task, action: Action) -> Outcome:
-        result = await self.evaluate(task, str(action.content))
-        info = {"parsed": True, "compiled": result.compiled, "correct": result.correct, "fault": result.fault.value,
-                "speedup": result.speedup, "profiling_ratio": result.profiling_ratio,
-                "hacks": [h.flag.value for h in result.hacks if h.rejected],
-                "correctness_checked": result.correctness_note is None and result.fault.compiled}
-        feedback = format_feedback(result, self.config.max_feedback_chars, language="CUDA")
-        return Outcome(compute_reward(result, self.config.reward), result.correct, feedback, info)
+        if self._scorer is None:
+            raise RuntimeError("CudaKernelEnv.score before setup(): the evaluator is not started")
+        result = await self._scorer.evaluate(task, action.content, self.config.eval.options)
+        record_metric(f"eval/fault/{result.fault.value}", 1, Reduce.SUM)
+        record_metric("eval/wall_s", result.wall_time_s)
+        info = {**kernel_info(result, extracted=True),
+                "correctness_checked": result.fault.compiled and result.correctness_note is None}
+        return Outcome(reward=compute_reward(result, self.config.reward),
+                       success=self.config.success.reached(result),
+                       feedback=format_feedback(result, self.config.feedback_chars, language="CUDA"),
+                       info=info)
 
     def feedback_message(self, task: Task, outcome: Outcome) -> ChatMessage:
-        tail = ("Fix the problem and reply with the complete module in one ```python block." if not outcome.success
-                else "Make it faster if you can; reply with the complete module in one ```python block.")
-        return {"role": "user", "content": f"{outcome.feedback}\n\n{tail}"}
+        tail = ("Make it faster if you can; reply" if outcome.success else "Fix the problem and reply")
+        return {"role": "user", "content": f"{outcome.feedback}\n\n{tail} with the complete module in one ```python "
+                                           "block."}

@@ -8,15 +8,18 @@ compile torch's headers (minutes on 2 busy cores), are marked slow.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from forge_kernels.env.feedback import format_feedback
 from forge_kernels.eval import EvalOptions, Evaluator, FaultClass
 from forge_kernels.eval.cuda_build import build_extension, toolchain, trim_compiler_output
+from forge_kernels.eval.cuda_child import install_prebuilt_loader
 from forge_kernels.eval.cuda_source import extension_specs
 
 pytestmark = pytest.mark.skipif(toolchain().nvcc is None, reason="needs nvcc (CUDA toolkit)")
@@ -101,3 +104,40 @@ def test_header_heavy_compile_error_and_shared_objects(cpu_evaluator, builtin, c
     r = cpu_evaluator.evaluate(builtin["level1/relu"], broken)
     assert r.fault is FaultClass.CUDA_COMPILE_ERROR, (r.fault, r.error)
     assert "cuda.cu(" in r.error and "error: expected a \";\"" in r.error
+
+
+def _import_candidate(code: str, path: Path):
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location("cuda_candidate_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_child_loader_refuses_arguments_it_has_no_build_for(monkeypatch, candidate, tmp_path):
+    from torch.utils import cpp_extension
+
+    monkeypatch.setattr(cpp_extension, "load_inline", cpp_extension.load_inline)  # restored after the test
+    install_prebuilt_loader({})
+    with pytest.raises(ImportError, match="differ from the ones in the source text"):
+        _import_candidate(candidate("relu_raw_ok"), tmp_path / "candidate.py")
+    with pytest.raises(ImportError, match="extra_include_paths is not allowed"):
+        cpp_extension.load_inline("e", "", "int x;", extra_include_paths=["/etc"])
+
+
+@pytest.mark.slow
+def test_built_library_is_the_module_the_candidate_asked_for(monkeypatch, candidate, build_dir, tmp_path):
+    """The CPU torch can import a library whose code needs no CUDA runtime symbols from torch: the
+    prebuilt loader hands it to the candidate's load_inline call (what the GPU child does)."""
+    from torch.utils import cpp_extension
+
+    code = candidate("relu_raw_ok")
+    (spec,) = extension_specs(ast.parse(code))
+    build = build_extension(spec, build_dir)
+    assert build.ok, build.error
+    monkeypatch.setattr(cpp_extension, "load_inline", cpp_extension.load_inline)
+    install_prebuilt_loader({spec.key(): build.library})
+    module = _import_candidate(code, tmp_path / "candidate.py")
+    assert module.ext.__name__ == "relu_raw_ext" and module.ext.__file__ == build.library
+    assert module.ext.relu_raw.__doc__.startswith("relu_raw(arg0: torch.Tensor) -> torch.Tensor")
+    assert issubclass(module.ModelNew, torch.nn.Module)

@@ -17,10 +17,22 @@ def reply(code: str) -> str:
 
 
 @pytest.fixture()
-def env(build_dir):
-    env = build_environment(EnvSpec(name="cuda", config={"build_dir": build_dir, "eval": {"device": "cpu"}}))
-    yield env
-    asyncio.run(env.close())
+def env(build_dir, monkeypatch):
+    monkeypatch.setenv("FORGE_CUDA_BUILD_DIR", build_dir)  # the session's build cache
+    return build_environment(EnvSpec(name="cuda", config={"eval": {"mode": "embedded", "options": {"device": "cpu"}}}))
+
+
+def run_steps(env, task, texts):
+    """setup, step each reply, close: what the reward actor does."""
+
+    async def main():
+        await env.setup()
+        try:
+            return [await env.step(task, t) for t in texts]
+        finally:
+            await env.close()
+
+    return asyncio.run(main())
 
 
 def test_registered_and_selected_by_name():
@@ -30,12 +42,15 @@ def test_registered_and_selected_by_name():
 
 
 def test_config_forces_cuda_evaluation_and_rejects_triton():
-    config = EnvSpec(name="cuda", config={"eval": {"trials": 2}}).validated_config()
-    assert config.eval.language == "cuda" and config.eval.trials == 2
-    with pytest.raises(ValueError, match="eval.language must be 'cuda', got 'triton'"):
-        EnvSpec(name="cuda", config={"eval": {"language": "triton"}}).validated_config()
-    with pytest.raises(ValueError, match="extra"):
-        EnvSpec(name="cuda", config={"evaluation": {}}).validated_config()
+    assert CudaKernelEnv.Config().eval.options.language == "cuda"
+    config = EnvSpec(name="cuda", config={"eval": {"mode": "embedded", "options": {"trials": 2}}}).validated_config()
+    assert config.eval.options.language == "cuda" and config.eval.options.trials == 2
+    service = EnvSpec(name="cuda", config={"eval": {"mode": "service", "urls": ["http://h:1"]}}).validated_config()
+    assert service.eval.options.language == "cuda"
+    with pytest.raises(ValueError, match="eval.options.language must be 'cuda', got 'triton'"):
+        EnvSpec(name="cuda", config={"eval": {"mode": "embedded", "options": {"language": "triton"}}})
+    with pytest.raises(ValueError, match="evaluation"):
+        EnvSpec(name="cuda", config={"evaluation": {}})
 
 
 def test_tasks_and_prompt(env):
@@ -63,16 +78,18 @@ def test_parse_action(env):
     assert action.ok and "load_inline(" in action.content and "<think>" not in action.content
     bad = env.parse_action(task, "I would write a kernel.")
     assert not bad.ok and bad.failure == "no_code_block" and "```python" in bad.message
-    outcome = asyncio.run(env.step(task, "I would write a kernel."))
+    (outcome,) = run_steps(env, task, ["I would write a kernel."])
     assert outcome.reward == 0.0 and not outcome.success and outcome.info["parse_failure"] == "no_code_block"
+    assert outcome.info["extracted"] is False
 
 
 @pytest.mark.skipif(toolchain().nvcc is None, reason="needs nvcc (CUDA toolkit)")
 def test_compile_error_scored_with_compiler_feedback(env, candidate):
     (task,) = [t for t in env.load_tasks() if t.name == "level1/relu"]
-    outcome = asyncio.run(env.step(task, reply(candidate("compile_error"))))
+    (outcome,) = run_steps(env, task, [reply(candidate("compile_error"))])
     assert outcome.reward == 0.0 and not outcome.success
     assert outcome.info["fault"] == "cuda_compile_error" and outcome.info["compiled"] is False
+    assert outcome.info["extracted"] and not outcome.info["correctness_checked"]
     assert 'identifier "zero" is undefined' in outcome.feedback
     message = env.feedback_message(task, outcome)
     assert message["role"] == "user" and message["content"].startswith("Result: cuda_compile_error.")

@@ -80,13 +80,19 @@ def test_compile_error_classified_on_gpu(gpu_evaluator, builtin, candidate):
     assert 'identifier "zero" is undefined' in r.error
 
 
-def test_environment_rewards_the_one_shot_example(build_dir, builtin):
-    env = build_environment(EnvSpec(name="cuda", config={
-        "build_dir": build_dir, "eval": {"device": "cuda", "trials": 2, "repeats": 10, "compile_timeout_s": 600}}))
-    try:
-        outcome = asyncio.run(env.step(builtin["level1/add"], f"```python\n{ONE_SHOT_SOLUTION}\n```"))
-    finally:
-        asyncio.run(env.close())
+def test_environment_rewards_the_one_shot_example(build_dir, builtin, monkeypatch):
+    monkeypatch.setenv("FORGE_CUDA_BUILD_DIR", build_dir)
+    env = build_environment(EnvSpec(name="cuda", config={"eval": {"mode": "embedded", "options": {
+        "device": "cuda", "trials": 2, "repeats": 10, "compile_timeout_s": 600}}}))
+
+    async def main():
+        await env.setup()
+        try:
+            return await env.step(builtin["level1/add"], f"```python\n{ONE_SHOT_SOLUTION}\n```")
+        finally:
+            await env.close()
+
+    outcome = asyncio.run(main())
     assert outcome.success and outcome.info["correct"] and outcome.info["correctness_checked"], outcome.feedback
     assert outcome.reward is not None and outcome.reward > 1.0  # kernelgym: C + C*S + C*PR, S > 0 on a GPU
     assert "Timing:" in outcome.feedback and "speedup" in outcome.feedback
