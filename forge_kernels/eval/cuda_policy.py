@@ -10,13 +10,12 @@ candidates the sandbox rests on the child's OS-level isolation (namespaces, limi
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from forge_kernels.eval.cuda_source import ExtensionSpec, SpecError, extension_specs
-from forge_kernels.eval.policy import TORCH_COMPUTE_NAMES, StaticReport, analyze_source
+from forge_kernels.eval.policy import TORCH_COMPUTE_NAMES, StaticReport, analyze_source, parse_source
 
 __all__ = ["CudaStaticReport", "analyze_cuda_source", "cuda_kernel_names"]
 
@@ -88,7 +87,7 @@ def analyze_cuda_source(source: str) -> CudaStaticReport:
     if python.syntax_error:
         return report
     try:
-        report.specs = extension_specs(ast.parse(source))
+        report.specs = extension_specs(parse_source(source))
     except SpecError as err:
         report.spec_error = str(err)
     # load_inline is the point here: drop the Triton policy's findings against it
