@@ -88,6 +88,7 @@ def test_problems_visible_in_the_text_fail_before_compiling(cpu_evaluator, built
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # torch's headers through nvcc and g++: minutes on 2 busy cores
 def test_correct_candidate_builds_and_says_correctness_is_unavailable(cpu_evaluator, builtin, candidate):
     r = cpu_evaluator.evaluate(builtin["level1/relu"], candidate("relu_ok"))
     assert r.compiled and r.fault is FaultClass.NONE and not r.correct, (r.fault, r.error)
@@ -98,6 +99,7 @@ def test_correct_candidate_builds_and_says_correctness_is_unavailable(cpu_evalua
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # torch's headers through nvcc and g++: minutes on 2 busy cores
 def test_header_heavy_compile_error_and_shared_objects(cpu_evaluator, builtin, candidate, build_dir):
     """An error in a .cu that includes torch (the common case); main.cpp is shared with relu_ok's."""
     broken = candidate("relu_ok").replace("y[i] = v > 0.f ? v : 0.f;", "y[i] = v > 0.f ? v : 0.f")
@@ -126,6 +128,7 @@ def test_child_loader_refuses_arguments_it_has_no_build_for(monkeypatch, candida
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # torch's headers through nvcc and g++: minutes on 2 busy cores
 def test_built_library_is_the_module_the_candidate_asked_for(monkeypatch, candidate, build_dir, tmp_path):
     """The CPU torch can import a library whose code needs no CUDA runtime symbols from torch: the
     prebuilt loader hands it to the candidate's load_inline call (what the GPU child does)."""

@@ -19,6 +19,7 @@ from forge_kernels.eval import EvalOptions, Evaluator, FaultClass, HackFlag
 
 pytestmark = [
     pytest.mark.gpu,
+    pytest.mark.timeout(900),  # the first candidates compile torch's headers
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
