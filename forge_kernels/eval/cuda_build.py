@@ -62,14 +62,15 @@ class Toolchain:
     libraries: tuple[str, ...]
     arch: str  # e.g. "90" for sm_90
     std: str
+    abi_flags: tuple[str, ...]  # torch's C++ and pybind11 ABI macros: the extension must match torch
     fingerprint: str  # compiler versions, torch version, arch: part of every cache key
 
     def cxx_flags(self, name: str) -> list[str]:
-        return [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-D_GLIBCXX_USE_CXX11_ABI=1",
+        return [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", *self.abi_flags,
                 *[f for d in self.include_dirs for f in ("-isystem", d)], "-fPIC", f"-std={self.std}", "-O2"]
 
     def nvcc_flags(self, name: str) -> list[str]:
-        return [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-D_GLIBCXX_USE_CXX11_ABI=1",
+        return [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", *self.abi_flags,
                 *[f for d in self.include_dirs for f in ("-isystem", d)], *_NVCC_FLAGS,
                 f"-gencode=arch=compute_{self.arch},code=sm_{self.arch}", "--compiler-options", "-fPIC",
                 f"-std={self.std}", "-O2"]
@@ -134,11 +135,14 @@ def toolchain() -> Toolchain:
         libs[1:1] = ["c10_cuda"]
         libs.insert(3, "torch_cuda")
     arch = _detect_arch()
+    # what torch's own extension builds pass (pybind11's flags are empty in newer torch versions)
+    pybind_flags = getattr(cpp_extension, "_get_pybind11_abi_build_flags", lambda: [])()
+    abi = (f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", *pybind_flags)
     std = "c++20" if tuple(int(x) for x in re.findall(r"\d+", torch.__version__)[:2]) >= (2, 10) else "c++17"
     fingerprint = "|".join([_run_version([nvcc, "--version"]) if nvcc else "no-nvcc", _run_version([cxx, "--version"]),
-                            torch.__version__, arch, std, ",".join(libs)])
+                            torch.__version__, arch, std, ",".join(libs), " ".join(abi)])
     return Toolchain(nvcc=nvcc, cxx=cxx, cuda_home=cuda_home, include_dirs=tuple(includes), torch_lib=torch_lib,
-                     libraries=tuple(libs), arch=arch, std=std, fingerprint=fingerprint)
+                     libraries=tuple(libs), arch=arch, std=std, abi_flags=abi, fingerprint=fingerprint)
 
 
 @dataclass
