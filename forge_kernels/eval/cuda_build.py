@@ -62,7 +62,7 @@ class Toolchain:
     libraries: tuple[str, ...]
     arch: str  # e.g. "90" for sm_90
     std: str
-    abi_flags: tuple[str, ...]  # torch's C++ and pybind11 ABI macros: the extension must match torch
+    abi_flags: tuple[str, ...]  # torch's C++ ABI macro: the extension must match torch
     fingerprint: str  # compiler versions, torch version, arch: part of every cache key
 
     def cxx_flags(self, name: str) -> list[str]:
@@ -135,9 +135,8 @@ def toolchain() -> Toolchain:
         libs[1:1] = ["c10_cuda"]
         libs.insert(3, "torch_cuda")
     arch = _detect_arch()
-    # what torch's own extension builds pass (pybind11's flags are empty in newer torch versions)
-    pybind_flags = getattr(cpp_extension, "_get_pybind11_abi_build_flags", lambda: [])()
-    abi = (f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", *pybind_flags)
+    # torch's C++ ABI (pybind11's own ABI keys are internal to pybind11 since torch 2.9)
+    abi = (f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",)
     std = "c++20" if tuple(int(x) for x in re.findall(r"\d+", torch.__version__)[:2]) >= (2, 10) else "c++17"
     fingerprint = "|".join([_run_version([nvcc, "--version"]) if nvcc else "no-nvcc", _run_version([cxx, "--version"]),
                             torch.__version__, arch, std, ",".join(libs), " ".join(abi)])
