@@ -22,7 +22,7 @@ def candidate():
 
 @pytest.fixture(scope="session")
 def builtin() -> dict[str, Task]:
-    return {t.name: t for t in load_builtin_tasks(levels=(1,), names=["level1/relu", "level1/add"])}
+    return {t.name: t for t in load_builtin_tasks(levels=(1,), names=["level1/relu", "level1/add", "level1/softmax"])}
 
 
 @pytest.fixture(scope="session")

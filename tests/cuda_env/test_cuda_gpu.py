@@ -37,7 +37,7 @@ def gpu_evaluator(build_dir):
 
 
 @pytest.mark.parametrize(("task", "name"), [("level1/relu", "relu_ok"), ("level1/add", "add_ok"),
-                                            ("level1/relu", "relu_raw_ok")])
+                                            ("level1/relu", "relu_raw_ok"), ("level1/softmax", "softmax_ok")])
 def test_correct_kernel_passes_with_timing(gpu_evaluator, builtin, candidate, task, name):
     r = gpu_evaluator.evaluate(builtin[task], candidate(name))
     assert r.correct and r.fault is FaultClass.NONE, (r.fault, r.error, r.hacks)

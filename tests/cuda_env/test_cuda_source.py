@@ -111,7 +111,8 @@ def test_profiler_names_of_cuda_kernels_match():
 
 
 def test_fixtures_pass_the_policy():
-    for name in ("relu_ok", "add_ok", "relu_raw_ok", "relu_wrong", "relu_decoy", "relu_torch_fallback"):
+    fixtures = ("relu_ok", "add_ok", "softmax_ok", "relu_raw_ok", "relu_wrong", "relu_decoy", "relu_torch_fallback")
+    for name in fixtures:
         report = analyze_cuda_source(candidate(name))
         verdict = report.for_verdict()
         assert report.spec_error is None and report.kernels, name
