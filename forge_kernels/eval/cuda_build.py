@@ -267,7 +267,8 @@ def _build_locked(spec: ExtensionSpec, tc: Toolchain, work: Path, objects: Path,
     (work / "build.log").write_text(log)
     seconds = time.monotonic() - start
     if status == "timeout":
-        return BuildResult("timeout", key, error=f"compilation exceeded {timeout_s:g} s and was stopped", seconds=seconds)
+        return BuildResult("timeout", key, error=f"compilation exceeded {timeout_s:g} s and was stopped",
+                           seconds=seconds)
     if status == "compile_error":
         result = BuildResult("compile_error", key, error=trim_compiler_output(log, str(work)), seconds=seconds)
     else:

@@ -31,8 +31,8 @@ _CPP_SANDBOX = re.compile(
 _CPP_TORCH_OP = re.compile(r"\b(?:torch|at)::(?:native::)?(?:nn::functional::)?(\w+)\s*\(")
 _CPP_STREAM = re.compile(r"\b(cudaStreamCreate\w*|cudaStreamBeginCapture|cudaGraphLaunch)\b")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
-_PY_LOAD_INLINE = re.compile(r": (uses \.(load_inline|cpp_extension)|imports torch\.utils\.cpp_extension(\.\w+)?( \(not a "
-                             r"Triton kernel\))?|imports torch\.utils)$")
+_PY_LOAD_INLINE = re.compile(r": (uses \.(load_inline|cpp_extension)|imports torch\.utils\.cpp_extension(\.\w+)?"
+                             r"( \(not a Triton kernel\))?|imports torch\.utils)$")
 
 
 def cuda_kernel_names(sources: list[str]) -> list[str]:

@@ -46,7 +46,8 @@ def test_same_source_is_not_rebuilt(cpu_evaluator, builtin, candidate, build_dir
     assert again.error == first.error and again.fault is first.fault
     build_dirs = [p for p in Path(build_dir).iterdir() if p.is_dir() and p.name != "objects"]
     assert [p.name for p in build_dirs].count(cached.key) == 1
-    assert {"main.cpp", "cuda.cu", "build.log", "result.json"} <= {p.name for p in (Path(build_dir) / cached.key).iterdir()}
+    files = {p.name for p in (Path(build_dir) / cached.key).iterdir()}
+    assert {"main.cpp", "cuda.cu", "build.log", "result.json"} <= files
 
 
 def test_compile_deadline_gives_a_clear_fault_and_is_not_cached(builtin, candidate, tmp_path):

@@ -43,7 +43,8 @@ def test_constants_concatenation_fstrings_aliases_and_dict_functions():
         'K = "__global__ void k(float* x) {}"\n'
         'BLOCK = 128\n'
         'SRC = K + f"\\n#define BLOCK {BLOCK}\\n"\n'
-        'ext = build("e1", ["void f();"], SRC, functions={"f": "does f"}, extra_cuda_cflags=["-O3", "--use_fast_math"])\n'
+        'ext = build("e1", ["void f();"], SRC, functions={"f": "does f"},\n'
+        '            extra_cuda_cflags=["-O3", "--use_fast_math"])\n'
     )
     assert spec.cuda_sources == ("__global__ void k(float* x) {}\n#define BLOCK 128\n",)
     assert spec.functions == (("f", "does f"),) and spec.extra_cuda_cflags == ("-O3", "--use_fast_math")
