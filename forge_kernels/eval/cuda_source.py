@@ -30,7 +30,7 @@ __all__ = ["ExtensionSpec", "SpecError", "extension_specs", "spec_from_call", "A
 ALLOWED_FLAG = re.compile(
     r"^(-O[0-3s]?|-[DU][A-Za-z_]\w*(=[\w.+-]*)?|-std=c\+\+\d\d|-{1,2}use_fast_math|-lineinfo|-w|-W[\w=-]*"
     r"|--expt-[\w-]+|-Xptxas=?-?[\w=,.-]+|--ptxas-options=[\w=,.-]+|-maxrregcount=\d+|--maxrregcount=\d+"
-    r"|-f[\w-]+(=[\w.-]+)?|-march=[\w-]+|-ffast-math|-g|-l(cublas|cublasLt|curand|cusparse|cufft|cudnn))$"
+    r"|-f[\w-]+(=[\w.-]+)?|-march=[\w-]+|-ffast-math|-g|-l(cuda|cublas|cublasLt|curand|cusparse|cufft|cudnn))$"
 )
 _LOAD_INLINE_POSITIONAL = ("name", "cpp_sources", "cuda_sources")
 _LOAD_INLINE_KEYWORDS = frozenset(
@@ -102,7 +102,7 @@ class ExtensionSpec:
             if bad:
                 raise SpecError(f"load_inline {key} {bad} not allowed; allowed: optimisation (-O3), macros (-DX=1), "
                                 "-std=c++NN, --use_fast_math, -Xptxas options, -maxrregcount, warnings, and "
-                                "-l for cublas/cublasLt/curand/cusparse/cufft/cudnn")
+                                "-l for cuda/cublas/cublasLt/curand/cusparse/cufft/cudnn")
             flags[key] = tuple(values)
         cpp = tuple(_as_list(args.get("cpp_sources"), "load_inline cpp_sources"))
         cuda = tuple(_as_list(args.get("cuda_sources"), "load_inline cuda_sources"))
