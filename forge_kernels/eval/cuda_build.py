@@ -251,15 +251,14 @@ def _compile_objects(spec: ExtensionSpec, tc: Toolchain, work: Path, objects: Pa
     return "ok", outputs, log
 
 
-def _build_locked(spec: ExtensionSpec, tc: Toolchain, work: Path, objects: Path, timeout_s: float) -> BuildResult:
+def _build(spec: ExtensionSpec, tc: Toolchain, work: Path, objects: Path, timeout_s: float) -> BuildResult:
+    """Compile and link in ``work``; an ok result's ``library`` is set by the caller (where it ends up)."""
     start = time.monotonic()
     deadline = start + timeout_s
-    key = work.name
     status, objs, log = _compile_objects(spec, tc, work, objects, deadline)
     if status == "ok":
-        library = work / f"{spec.name}.so"
-        link = _start([tc.cxx, *[str(o) for o in objs], *tc.link_flags(), *spec.extra_ldflags, "-o", library.name],
-                      work / "link.log", work)
+        link = _start([tc.cxx, *[str(o) for o in objs], *tc.link_flags(), *spec.extra_ldflags,
+                       "-o", f"{spec.name}.so"], work / "link.log", work)
         if not _wait_all([link], deadline):
             status = "timeout"
         elif link.returncode != 0:
@@ -267,17 +266,17 @@ def _build_locked(spec: ExtensionSpec, tc: Toolchain, work: Path, objects: Path,
     (work / "build.log").write_text(log)
     seconds = time.monotonic() - start
     if status == "timeout":
-        return BuildResult("timeout", key, error=f"compilation exceeded {timeout_s:g} s and was stopped",
+        return BuildResult("timeout", work.name, error=f"compilation exceeded {timeout_s:g} s and was stopped",
                            seconds=seconds)
-    if status == "compile_error":
-        result = BuildResult("compile_error", key, error=trim_compiler_output(log, str(work)), seconds=seconds)
-    else:
-        result = BuildResult("ok", key, library=str(work / f"{spec.name}.so"), seconds=seconds)
+    error = trim_compiler_output(log, str(work)) if status == "compile_error" else None
+    return BuildResult(status, work.name, error=error, seconds=seconds)
+
+
+def _write_result(work: Path, result: BuildResult) -> None:
     tmp = work / "result.json.tmp"
     tmp.write_text(json.dumps({"status": result.status, "library": result.library, "error": result.error,
                                "seconds": result.seconds}))
-    os.replace(tmp, work / "result.json")
-    return result
+    os.replace(tmp, work / "result.json")  # written last: its presence means the build is complete
 
 
 def build_extension(spec: ExtensionSpec, root: str | None = None, timeout_s: float = 300.0) -> BuildResult:
@@ -307,14 +306,13 @@ def build_extension(spec: ExtensionSpec, root: str | None = None, timeout_s: flo
         try:
             staged = staging / key
             staged.mkdir()
-            result = _build_locked(spec, tc, staged, objects, timeout_s)
+            result = _build(spec, tc, staged, objects, timeout_s)
             if result.status == "timeout":
                 return result  # not cached: a loaded machine may finish it next time
             os.replace(staged, work)
-            if result.library:
+            if result.ok:
                 result.library = str(work / f"{spec.name}.so")
-                (work / "result.json").write_text(json.dumps({"status": result.status, "library": result.library,
-                                                              "error": result.error, "seconds": result.seconds}))
+            _write_result(work, result)
             return result
         finally:
             shutil.rmtree(staging, ignore_errors=True)
