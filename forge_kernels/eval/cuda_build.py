@@ -117,6 +117,13 @@ def _detect_arch() -> str:
     return "90"
 
 
+def _torch_cxx_standard(cpp_extension_file: str) -> str:
+    """The C++ standard this torch builds its extensions with (torch 2.13: c++20; 2.11: c++17), read
+    from its ``cpp_extension`` module, which has no public accessor for it."""
+    text = Path(cpp_extension_file).read_text()
+    return "c++20" if text.count("-std=c++20") > text.count("-std=c++17") else "c++17"
+
+
 @functools.lru_cache(maxsize=1)
 def toolchain() -> Toolchain:
     """This machine's toolchain (looked up once per process)."""
@@ -137,7 +144,7 @@ def toolchain() -> Toolchain:
     arch = _detect_arch()
     # torch's C++ ABI (pybind11's own ABI keys are internal to pybind11 since torch 2.9)
     abi = (f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",)
-    std = "c++20" if tuple(int(x) for x in re.findall(r"\d+", torch.__version__)[:2]) >= (2, 10) else "c++17"
+    std = _torch_cxx_standard(cpp_extension.__file__)
     fingerprint = "|".join([_run_version([nvcc, "--version"]) if nvcc else "no-nvcc", _run_version([cxx, "--version"]),
                             torch.__version__, arch, std, ",".join(libs), " ".join(abi)])
     return Toolchain(nvcc=nvcc, cxx=cxx, cuda_home=cuda_home, include_dirs=tuple(includes), torch_lib=torch_lib,
