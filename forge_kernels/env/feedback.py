@@ -12,6 +12,10 @@ _FAULT_TEXT = {
     FaultClass.SYNTAX_ERROR: "The code has a syntax error.",
     FaultClass.IMPORT_ERROR: "The module failed to import.",
     FaultClass.TRITON_COMPILE_ERROR: "A Triton kernel failed to compile.",
+    FaultClass.CUDA_COMPILE_ERROR: "The CUDA extension failed to build (nvcc, the C++ compiler or the linker "
+                                   "rejected it).",
+    FaultClass.COMPILE_TIMEOUT: "Building the CUDA extension took too long and was stopped: simplify the code "
+                                "(fewer template instantiations, smaller unrolled loops).",
     FaultClass.MISSING_MODEL_NEW: "The code does not define `class ModelNew(nn.Module)`.",
     FaultClass.INIT_ERROR: "`ModelNew(...)` raised while being constructed.",
     FaultClass.RUNTIME_ERROR: "`ModelNew.forward` raised an error.",
@@ -27,8 +31,8 @@ _FAULT_TEXT = {
     FaultClass.OUTPUT_DTYPE_MISMATCH: "The output has the wrong dtype or type.",
     FaultClass.OUTPUT_VALUE_MISMATCH: "The output values do not match the reference.",
     FaultClass.OUTPUT_NAN: "The output has NaN/Inf values where the reference does not.",
-    FaultClass.DECOY_KERNEL: "No Triton kernel actually ran: the work must be done by your Triton kernels.",
-    FaultClass.FORBIDDEN_OP: "PyTorch compute ops were used outside Triton kernels; only allocation, views and "
+    FaultClass.DECOY_KERNEL: "No {lang} kernel actually ran: the work must be done by your {lang} kernels.",
+    FaultClass.FORBIDDEN_OP: "PyTorch compute ops were used outside {lang} kernels; only allocation, views and "
                              "copies are allowed there.",
     FaultClass.SANDBOX_VIOLATION: "The code did something the sandbox forbids (network, files, processes, "
                                   "patching the harness).",
@@ -37,9 +41,10 @@ _FAULT_TEXT = {
 }
 
 
-def format_feedback(result: EvalResult, max_chars: int = 2000) -> str:
-    """A short report: fault class, trimmed error, correctness deltas, timing summary, hack flags."""
-    lines = [f"Result: {result.fault.value}. {_FAULT_TEXT[result.fault]}"]
+def format_feedback(result: EvalResult, max_chars: int = 2000, language: str = "Triton") -> str:
+    """A short report: fault class, trimmed error, correctness deltas, timing summary, hack flags.
+    ``language`` names the kernels the model writes (``Triton``, ``CUDA``)."""
+    lines = [f"Result: {result.fault.value}. {_FAULT_TEXT[result.fault].format(lang=language)}"]
     if result.error and result.fault is not FaultClass.NONE:
         lines.append("Details:\n" + result.error.strip())
     failed = [t for t in result.trials if not t.passed]
@@ -61,5 +66,7 @@ def format_feedback(result: EvalResult, max_chars: int = 2000) -> str:
         lines.append(t + ".")
     elif result.correct:
         lines.append(f"Timing: {result.timing_note or 'unavailable'}.")
+    if result.correctness_note:
+        lines.append(f"Correctness: {result.correctness_note}.")
     text = "\n".join(lines)
     return text if len(text) <= max_chars else text[: max_chars - 15] + "\n[... trimmed]"

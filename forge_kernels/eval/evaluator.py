@@ -20,6 +20,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from forge_kernels.eval.cuda_build import default_build_root
 from forge_kernels.eval.faults import FaultClass
 from forge_kernels.eval.policy import StaticReport, analyze_source
 from forge_kernels.eval.results import EvalOptions, EvalResult, HackFinding
@@ -48,11 +49,13 @@ class Evaluator:
     """
 
     def __init__(self, options: EvalOptions | None = None, triton_cache_dir: str | None = None,
-                 timing_lock: str | None = None) -> None:
+                 timing_lock: str | None = None, cuda_build_dir: str | None = None) -> None:
         """``timing_lock``: path of a lock file that every child holds (``flock``) while it times on
-        the GPU, so evaluators sharing the path never time two kernels on one device at once."""
+        the GPU, so evaluators sharing the path never time two kernels on one device at once.
+        ``cuda_build_dir``: the build cache of CUDA candidates (default: ``default_build_root()``)."""
         self.options = options or EvalOptions()
         self.timing_lock = timing_lock
+        self.cuda_build_dir = cuda_build_dir or default_build_root()
         self.triton_cache_dir = triton_cache_dir or os.environ.get("TRITON_CACHE_DIR") or str(
             Path.home() / ".triton" / "cache"
         )
@@ -142,6 +145,10 @@ class Evaluator:
         return EvalResult(task=task.name, **fields)
 
     def _evaluate(self, task: Task, code: str, options: EvalOptions, device: str) -> EvalResult:
+        if options.language == "cuda":
+            from forge_kernels.eval.cuda_eval import evaluate_cuda
+
+            return evaluate_cuda(self, task, code, options, device)
         static = analyze_source(code)
         if static.syntax_error:
             return self._result(task, device, options, fault=FaultClass.SYNTAX_ERROR, error=static.syntax_error)
@@ -155,6 +162,11 @@ class Evaluator:
         if reference is None:
             return self._result(task, device, options, fault=FaultClass.INTERNAL_ERROR, error=error)
         report = self._run_candidate(task, code, options, device, static, reference)
+        return self._judged(task, options, device, static, reference, report)
+
+    def _judged(self, task: Task, options: EvalOptions, device: str, static: StaticReport, reference: ReferenceData,
+                report: ChildReport) -> EvalResult:
+        """The result of a candidate run: the verdict on the child's report against the reference."""
         verdict, findings = judge_candidate(report, reference, static, options, device)
         correct = verdict.fault is FaultClass.NONE and bool(verdict.trials) and all(
             t.passed for t in verdict.trials if t.shapes == "primary")
@@ -226,7 +238,8 @@ class Evaluator:
         return reference, error
 
     def _run_candidate(self, task: Task, code: str, options: EvalOptions, device: str, static: StaticReport,
-                       reference: ReferenceData) -> ChildReport:
+                       reference: ReferenceData, extra: dict[str, Any] | None = None) -> ChildReport:
+        """Run the candidate in a fresh child; ``extra`` adds request fields (e.g. CUDA libraries)."""
         tmp = tempfile.mkdtemp(prefix="fk-eval-")
         try:
             path = os.path.join(tmp, "candidate.py")
@@ -239,6 +252,7 @@ class Evaluator:
                 shapes: [[o.meta["dtype"], o.meta["shape"]] for o in outs]
                 for (shapes, trial), outs in reference.outputs.items() if trial == 0
             }
+            request.update(extra or {})
             return self._run(request, options, device, options.timeout_s)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

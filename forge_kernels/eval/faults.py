@@ -21,6 +21,8 @@ class FaultClass(str, enum.Enum):
     SYNTAX_ERROR = "syntax_error"
     IMPORT_ERROR = "import_error"
     TRITON_COMPILE_ERROR = "triton_compile_error"
+    CUDA_COMPILE_ERROR = "cuda_compile_error"  # nvcc / host compiler / linker rejected a load_inline extension
+    COMPILE_TIMEOUT = "compile_timeout"  # building the extension exceeded EvalOptions.compile_timeout_s
     MISSING_MODEL_NEW = "missing_model_new"
     INIT_ERROR = "init_error"
     RUNTIME_ERROR = "runtime_error"
@@ -50,6 +52,8 @@ _NOT_COMPILED = {
     FaultClass.SYNTAX_ERROR,
     FaultClass.IMPORT_ERROR,
     FaultClass.TRITON_COMPILE_ERROR,
+    FaultClass.CUDA_COMPILE_ERROR,
+    FaultClass.COMPILE_TIMEOUT,
     FaultClass.MISSING_MODEL_NEW,
     FaultClass.INTERNAL_ERROR,
 }
@@ -58,8 +62,8 @@ _NOT_COMPILED = {
 class HackFlag(str, enum.Enum):
     """A suspected reward hack; the rejected ones (see ``EvalOptions.reject_hacks``) fail the kernel."""
 
-    DECOY_KERNEL = "decoy_kernel"  # Triton kernel defined but not launched (in some mode)
-    TORCH_COMPUTE = "torch_compute"  # torch ops doing the work outside Triton
+    DECOY_KERNEL = "decoy_kernel"  # kernel (Triton or CUDA) defined but not launched (in some mode)
+    TORCH_COMPUTE = "torch_compute"  # torch ops doing the work outside the candidate's kernels
     TRY_EXCEPT_FALLBACK = "try_except_fallback"  # kernel launch wrapped in try/except
     RETURNS_INPUT = "returns_input"  # an output aliases an input's storage
     CONSTANT_OUTPUT = "constant_output"  # output constant (e.g. zeros) while the reference is not

@@ -272,7 +272,14 @@ class _Child:
 
     def run_candidate(self) -> None:
         prims = TimingPrimitives.capture()
-        counter = LaunchCounter()
+        cuda_candidate = self.req.get("language") == "cuda"
+        if cuda_candidate:  # CUDA C++ via load_inline: prebuilt libraries, launches seen by the profiler
+            from forge_kernels.eval.cuda_child import ProfilerLaunchCounter, install_prebuilt_loader
+
+            install_prebuilt_loader(self.req["cuda_libraries"])
+            counter: Any = ProfilerLaunchCounter(self.req["cuda_kernels"])
+        else:
+            counter = LaunchCounter()
         counter.install()
         threads_before = threading.active_count()
         primary_task = self._task(False)
@@ -331,12 +338,14 @@ class _Child:
         if audit_ops is not None:
             self.out.send({"kind": "aten", "compute_ops": audit_ops.compute_ops, "downcasts": audit_ops.downcasts})
         self._integrity(prims, counter, threads_before)
+        if cuda_candidate:
+            counter.stop()  # one profiler session at a time: timing and profiling come next
         self.phase("correctness")
         if self.device.type == "cuda" and last_model is not None:
             with self.device_timing():
                 self._device_measurements(last_model, primary_task, prims, counter)
 
-    def _launch_audit(self, model: torch.nn.Module, inputs: list[Any], counter: LaunchCounter,
+    def _launch_audit(self, model: torch.nn.Module, inputs: list[Any], counter: Any,
                       launches: dict[str, Any]) -> None:
         """Launches on repeated identical calls (caches) and in each train/eval x grad mode (decoys)."""
         with self.stage("forward"), torch.no_grad():
@@ -355,7 +364,7 @@ class _Child:
                 self.note(f"forward in {mode} mode with grad={grad} raised {type(err).__name__}: {str(err)[:200]}")
         model.eval()
 
-    def _integrity(self, prims: TimingPrimitives, counter: LaunchCounter, threads_before: int) -> None:
+    def _integrity(self, prims: TimingPrimitives, counter: Any, threads_before: int) -> None:
         checks: dict[str, Any] = {
             "threads_started": threading.active_count() - threads_before,
             "timer_patched": prims.still_installed(),
@@ -369,7 +378,7 @@ class _Child:
         self.out.send({"kind": "checks", **checks})
 
     def _device_measurements(self, model: torch.nn.Module, task: types.ModuleType, prims: TimingPrimitives,
-                             counter: LaunchCounter) -> None:
+                             counter: Any) -> None:
         from forge_kernels.eval.profiling import profile_kernels
 
         inputs = self.make_inputs(task, self.req["seed"], None)

@@ -11,9 +11,20 @@ text can hide.
 from __future__ import annotations
 
 import ast
+import threading
 from dataclasses import dataclass, field
 
-__all__ = ["StaticReport", "analyze_source", "TORCH_COMPUTE_NAMES"]
+__all__ = ["StaticReport", "analyze_source", "parse_source", "TORCH_COMPUTE_NAMES"]
+
+# CPython 3.11's ast.parse is not thread-safe: concurrent parses can fail with "SystemError: AST
+# constructor recursion depth mismatch" (the evaluator analyses candidates on several threads).
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_source(source: str, filename: str = "<candidate>") -> ast.Module:
+    """``ast.parse``, serialised across threads."""
+    with _PARSE_LOCK:
+        return ast.parse(source, filename=filename)
 
 TORCH_COMPUTE_NAMES = frozenset(
     """
@@ -88,6 +99,7 @@ class StaticReport:
     timer_patches: list[str] = field(default_factory=list)
     persisting_l2: list[str] = field(default_factory=list)
     half_casts: list[str] = field(default_factory=list)
+    kernel_language: str = "Triton"  # what the candidate's kernels are written in (for messages)
 
 
 def _dotted(node: ast.AST) -> str:
@@ -259,7 +271,7 @@ def analyze_source(source: str, filename: str = "<candidate>") -> StaticReport:
     """Parse ``source`` and collect the static findings (a syntax error stops the analysis)."""
     report = StaticReport()
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = parse_source(source, filename)
     except SyntaxError as err:
         report.syntax_error = f"{type(err).__name__}: {err.msg} (line {err.lineno}, column {err.offset})"
         return report

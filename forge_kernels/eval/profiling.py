@@ -9,6 +9,7 @@ candidate kernel ran on the device.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -20,9 +21,13 @@ __all__ = ["profile_kernels", "is_candidate_kernel", "profiling_ratio"]
 
 
 def is_candidate_kernel(device_name: str, kernel_names: list[str]) -> bool:
-    """Whether a profiled device kernel is one of the candidate's Triton kernels (exact name,
-    or the name followed by a Triton specialisation suffix)."""
-    base = device_name.split("(")[0].strip()
+    """Whether a profiled device kernel is one of the candidate's kernels (exact name, or the name
+    followed by a Triton specialisation suffix; CUDA names lose return type, namespaces, templates)."""
+    base = device_name.split("(")[0]
+    while "<" in base and re.search(r"<[^<>]*>", base):  # CUDA template arguments, innermost first
+        base = re.sub(r"<[^<>]*>", "", base)
+    words = base.split()  # CUDA: "void ns::relu_kernel" -> "relu_kernel"
+    base = words[-1].rsplit("::", 1)[-1] if words else ""
     return any(base == k or base.startswith(k + "_") for k in kernel_names)
 
 

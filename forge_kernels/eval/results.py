@@ -43,6 +43,10 @@ class EvalOptions(StrictModel):
         default="auto", description="cuda when a GPU is visible (auto), else the Triton interpreter"
     )
     device_index: int = Field(default=0, ge=0, description="which GPU the child process takes")
+    language: Literal["triton", "cuda"] = Field(
+        default="triton", description="candidate kernels: @triton.jit, or CUDA C++ built with load_inline"
+    )
+    compile_timeout_s: float = Field(default=300.0, gt=0, description="CUDA: limit on building one extension")
     trials: int = Field(default=3, ge=1, le=100, description="seeded correctness trials")
     seed: int = Field(default=0, description="seed of trial 0; trial k uses seed + k")
     alt_shape_trials: int = Field(default=1, ge=0, le=10, description="trials on the task's alt shapes")
@@ -136,6 +140,9 @@ class EvalResult(StrictModel):
     hacks: list[HackFinding] = Field(default_factory=list)
     timing_available: bool = False
     timing_note: str | None = Field(default=None, description="why timing is missing, when it is")
+    correctness_note: str | None = Field(
+        default=None, description="why correctness was not checked although the candidate built (CUDA on CPU)"
+    )
     runtime: RuntimeStats | None = None
     reference_runtime: RuntimeStats | None = None
     compiled_reference_runtime: RuntimeStats | None = None

@@ -16,7 +16,8 @@ from forge_kernels.eval.results import EvalOptions, HackFinding, TrialResult
 from forge_kernels.eval.runner import ChildReport
 from forge_kernels.eval.timing import speedup, summarize
 
-__all__ = ["ReferenceData", "reference_from_report", "outputs_by_trial", "Verdict", "judge_candidate", "trim_text"]
+__all__ = ["ReferenceData", "reference_from_report", "outputs_by_trial", "Verdict", "judge_candidate", "judge_static",
+           "trim_text"]
 
 
 def trim_text(text: str, limit: int) -> str:
@@ -183,9 +184,10 @@ def _launch_flags(v: Verdict, rep: ChildReport, static: StaticReport) -> None:
     trials = [int(n) for n in launches.get("trials", [])]
     v.extras["kernel_launches"] = trials[0] if trials else None
     if trials and sum(trials) == 0:
-        what = "defines Triton kernels but launches none" if static.kernels else "defines no Triton kernel"
+        lang = static.kernel_language
+        what = f"defines {lang} kernels but launches none" if static.kernels else f"defines no {lang} kernel"
         v.set_fault(FaultClass.DECOY_KERNEL, f"ModelNew {what} during forward")
-        v.flags.append((HackFlag.DECOY_KERNEL, f"no Triton launch in {len(trials)} forward call(s)"))
+        v.flags.append((HackFlag.DECOY_KERNEL, f"no {lang} launch in {len(trials)} forward call(s)"))
         return
     if any(n == 0 for n in trials):
         v.flags.append((HackFlag.DECOY_KERNEL, f"some correctness trials launched no kernel: {trials}"))
@@ -195,7 +197,7 @@ def _launch_flags(v: Verdict, rep: ChildReport, static: StaticReport) -> None:
                         f"(launches {repeats})"))
     idle = sorted(mode for mode, n in launches.get("modes", {}).items() if int(n) == 0)
     if idle:
-        v.flags.append((HackFlag.DECOY_KERNEL, f"no Triton launch in mode(s) {', '.join(idle)}"))
+        v.flags.append((HackFlag.DECOY_KERNEL, f"no {static.kernel_language} launch in mode(s) {', '.join(idle)}"))
 
 
 def _integrity_flags(v: Verdict, rep: ChildReport, static: StaticReport, ref: ReferenceData,
@@ -209,7 +211,7 @@ def _integrity_flags(v: Verdict, rep: ChildReport, static: StaticReport, ref: Re
     if patched:
         v.flags.append((HackFlag.TIMER_PATCH, "replaces " + ", ".join(patched)))
     if checks and not checks.get("launch_wrapper_intact", True):
-        v.set_fault(FaultClass.SANDBOX_VIOLATION, "replaced the evaluator's Triton launch wrapper")
+        v.set_fault(FaultClass.SANDBOX_VIOLATION, f"replaced the evaluator's {static.kernel_language} launch witness")
     default = checks.get("default_stream")
     streams = [s for s in checks.get("streams", []) if default is not None and s != default]
     if streams or static.streams:
@@ -227,7 +229,7 @@ def _integrity_flags(v: Verdict, rep: ChildReport, static: StaticReport, ref: Re
     if (ops or static.torch_ops) and options.torch_ops != "allow":
         what = "; ".join(static.torch_ops + [f"aten::{k} x{n}" for k, n in sorted(ops.items())])
         if options.torch_ops == "forbid":
-            v.set_fault(FaultClass.FORBIDDEN_OP, f"torch compute ops outside Triton kernels: {what}")
+            v.set_fault(FaultClass.FORBIDDEN_OP, f"torch compute ops outside {static.kernel_language} kernels: {what}")
         v.flags.append((HackFlag.TORCH_COMPUTE, what))
     fp32_task = bool(ref.input_dtypes) and all(d in ("float32", "float64") for d in ref.input_dtypes)
     downcasts = list(aten.get("downcasts", [])) + (static.half_casts if fp32_task else [])
@@ -268,16 +270,8 @@ def _device_results(v: Verdict, rep: ChildReport, static: StaticReport, ref: Ref
             v.extras["speedup_vs_compile"] = speedup(ref.compiled_ms, cand_ms)[0]
 
 
-def judge_candidate(rep: ChildReport, ref: ReferenceData, static: StaticReport, options: EvalOptions,
-                    device: str) -> tuple[Verdict, list[HackFinding]]:
-    """The verdict on one candidate run, and its hack findings with their rejection status."""
-    v = Verdict()
-    _process_fault(v, rep, options)
-    imported = any(f.header.get("stage") == "imported" for f in rep.of_kind("progress"))
-    _correctness(v, rep, ref, options, device)
-    _launch_flags(v, rep, static)
-    _integrity_flags(v, rep, static, ref, options)
-    _device_results(v, rep, static, ref, options)
+def _findings(v: Verdict, options: EvalOptions) -> list[HackFinding]:
+    """Deduplicated findings with their rejection status; a rejected one fails the verdict."""
     rejected = set(options.reject_hacks)
     findings: list[HackFinding] = []
     seen: set[tuple[HackFlag, str]] = set()
@@ -289,6 +283,32 @@ def judge_candidate(rep: ChildReport, ref: ReferenceData, static: StaticReport, 
     if hard and v.fault is FaultClass.NONE:
         fault = FaultClass.DECOY_KERNEL if hard[0].flag is HackFlag.DECOY_KERNEL else FaultClass.REWARD_HACK
         v.set_fault(fault, "; ".join(f"{h.flag.value}: {h.message}" for h in hard))
+    return findings
+
+
+def judge_static(static: StaticReport, options: EvalOptions) -> tuple[Verdict, list[HackFinding]]:
+    """The verdict from the source alone, for a candidate that cannot run here (CUDA on a CPU
+    machine): the static hack checks and forbidden torch ops, no correctness."""
+    v = Verdict(compiled=True)
+    empty = ReferenceData(outputs={}, inputs={}, input_dtypes=[], eager_ms=None, compiled_ms=None, device_name=None,
+                          notes=[])
+    _integrity_flags(v, ChildReport(), static, empty, options)
+    findings = _findings(v, options)
+    v.compiled = v.fault.compiled
+    return v, findings
+
+
+def judge_candidate(rep: ChildReport, ref: ReferenceData, static: StaticReport, options: EvalOptions,
+                    device: str) -> tuple[Verdict, list[HackFinding]]:
+    """The verdict on one candidate run, and its hack findings with their rejection status."""
+    v = Verdict()
+    _process_fault(v, rep, options)
+    imported = any(f.header.get("stage") == "imported" for f in rep.of_kind("progress"))
+    _correctness(v, rep, ref, options, device)
+    _launch_flags(v, rep, static)
+    _integrity_flags(v, rep, static, ref, options)
+    _device_results(v, rep, static, ref, options)
+    findings = _findings(v, options)
     alt_failed = any(f.header.get("stage", "").endswith("_alt") for f in rep.of_kind("error"))
     if v.fault is FaultClass.NONE and not rep.finished and not alt_failed:
         v.set_fault(FaultClass.INTERNAL_ERROR, "candidate process finished without a complete report")
