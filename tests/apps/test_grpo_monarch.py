@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import psutil
+from transformers import AutoModelForCausalLM
 
 from apps.grpo.main import run
 from forge_kernels.config import load_config
@@ -25,14 +26,20 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_async_run_on_monarch(tmp_path):
     cfg = load_config(GRPOConfig, ROOT / "configs" / "grpo_tiny_monarch.yaml", [
         f"run_dir={tmp_path}/run", f"store.namespace=m{uuid.uuid4().hex[:8]}", f"store.root={tmp_path}/shm",
-        f"metrics.backends.1.path={tmp_path}/metrics.jsonl"])
+        f"metrics.backends.1.path={tmp_path}/metrics.jsonl", "save_final=true"])
     assert cfg.runtime_for("generator").backend == "monarch" and cfg.runtime_for("buffer").backend == "local"
+    assert cfg.runtime_for("trainer").procs == 2  # a sharded trainer: every call reaches both ranks
     history = asyncio.run(run(cfg))
     assert [h["train/version/mean"] for h in history] == [1.0, 2.0]
     assert all(h["train/logprob_diff_max/max"] < 1e-4 or h["train/staleness_max/max"] > 0 for h in history)
     rows = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert len(rows) == 2 and "reward/total/mean" in json.loads(rows[0])
     assert not list((tmp_path / "shm").rglob("*.json"))  # every published version was deleted
+    # the final save gathered the shards (a collective on both ranks) into a full HF checkpoint
+    final, info = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "final", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
+    initial = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "init_model").state_dict()
+    assert {k: v.shape for k, v in final.state_dict().items()} == {k: v.shape for k, v in initial.items()}
 
 
 def test_ctrl_c_shuts_down_cleanly(tmp_path):
