@@ -83,10 +83,11 @@ class Trainer(Actor):
         if cfg.engine == "hf":
             return HFTrainingEngine(load_model(cfg.model_path), cfg.optim, cfg.loss, cfg.device)
         try:
-            import torchtitan  # noqa: F401
+            import torchtitan.distributed.fsdp  # noqa: F401  (the part that needs a recent torch)
         except ImportError as err:
-            raise ImportError("trainer.engine: torchtitan needs torchtitan==0.3.0 installed "
-                              "(pip install 'forge-kernels[titan]', or scripts/install_vllm.sh)") from err
+            raise ImportError(f"trainer.engine: torchtitan needs torchtitan==0.3.0 on torch >= 2.12 (this is torch "
+                              f"{torch.__version__}): pip install 'forge-kernels[titan]', or scripts/install_vllm.sh "
+                              f"({err})") from err
         return TitanTrainingEngine(cfg.model_path, cfg.optim, cfg.loss, cfg.device, cfg.titan)
 
     @endpoint

@@ -23,6 +23,18 @@ if [ "${GPU_APP:-0}" = 1 ]; then  # SFT then GRPO on the GPU (configs/grpo_gpu.y
     "metrics.backends=[{type: console}, {type: jsonl, path: $out/grpo_metrics.jsonl}]" 2>&1 \
     | tee "$out/grpo.log" | tail -25 || status=1
 fi
+# GPU_EVAL=1: the eval app on every built-in task (shipped solutions, timed vs eager and
+# torch.compile); with GPU_APP=1 also the SFT model, k=4, 3 turns with STTS (GPU_EVAL_NAMES tasks)
+if [ "${GPU_EVAL:-0}" = 1 ]; then
+  timeout ${GPU_EVAL_TIMEOUT:-300} python3 -m apps.eval.main --config configs/eval_gpu.yaml run_dir="$out/eval_solutions" \
+    2>&1 | tail -40 | tee "$out/eval_solutions.log" || status=1
+  if [ "${GPU_APP:-0}" = 1 ]; then
+    timeout ${GPU_EVAL_TIMEOUT:-300} python3 -m apps.eval.main --config configs/eval_gpu.yaml run_dir="$out/eval_sft" \
+      policy.source=generator policy.path=runs/gpu/sft policy.generator.dtype=float32 samples_per_task=4 \
+      turns.max_turns=3 "env.config.tasks.names=[${GPU_EVAL_NAMES:-level1/relu,level1/add,level1/mul,level1/gelu,level1/sigmoid,level1/tanh,level1/silu,level1/leaky_relu}]" \
+      "env.config.tasks.levels=[1]" 2>&1 | tail -40 | tee "$out/eval_sft.log" || status=1
+  fi
+fi
 # GPU_TESTS narrows the run (e.g. GPU_TESTS=tests/eval); GPU_SMOKE=0 skips the smoke app.
 [ "${GPU_TESTS:-}" = none ] || timeout ${GPU_TEST_TIMEOUT:-420} python3 -m pytest ${GPU_TESTS:-} -m gpu -q -s -p no:cacheprovider -o addopts="--import-mode=importlib -ra" 2>&1 | tee "$out/pytest_gpu.log" || status=1
 for b in ${GPU_BENCHES:-eval_overhead eval_service}; do
