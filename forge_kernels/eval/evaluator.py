@@ -23,7 +23,7 @@ from typing import Any
 from forge_kernels.eval.cuda_build import default_build_root
 from forge_kernels.eval.faults import FaultClass
 from forge_kernels.eval.policy import StaticReport, analyze_source
-from forge_kernels.eval.results import EvalOptions, EvalResult, HackFinding
+from forge_kernels.eval.results import EvalOptions, EvalResult, HackFinding, loosened_for
 from forge_kernels.eval.runner import ChildReport, run_request
 from forge_kernels.eval.verdict import ReferenceData, judge_candidate, reference_from_report, trim_text
 from forge_kernels.eval.zygote import ZygoteClient, ZygoteDied
@@ -119,7 +119,7 @@ class Evaluator:
 
     def evaluate(self, task: Task, code: str, options: EvalOptions | None = None) -> EvalResult:
         """Evaluate candidate ``code`` (a module defining ``ModelNew``) on ``task``."""
-        options = options or self.options
+        options = loosened_for(task, options or self.options)
         start = time.monotonic()
         device = self.resolve_device(options)
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -96,6 +96,14 @@ class EvalOptions(StrictModel):
         if dtype == "float32" and self.allow_tf32:
             return Tolerance(atol=1e-2, rtol=1e-2)
         return self.tolerances.get(dtype, Tolerance(atol=0.0, rtol=0.0))
+
+
+def loosened_for(task: Any, options: EvalOptions) -> EvalOptions:
+    """``options`` with the task's own tolerances (``Task.tolerance``) where they are looser."""
+    wider = {dtype: Tolerance(atol=tol, rtol=tol) for dtype, tol in getattr(task, "tolerance", {}).items()
+             if dtype not in options.tolerances or tol > max(options.tolerances[dtype].atol,
+                                                               options.tolerances[dtype].rtol)}
+    return options.model_copy(update={"tolerances": {**options.tolerances, **wider}}) if wider else options
 
 
 class HackFinding(StrictModel):

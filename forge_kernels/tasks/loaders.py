@@ -100,6 +100,7 @@ def _builtin_task(entry: BuiltinEntry) -> Task:
         alt_shapes={"cpu": dict(entry.alt_cpu), "gpu": dict(entry.alt_gpu)},
         origin="builtin",
         tags=list(entry.tags),
+        tolerance=dict(entry.tolerance),
     )
 
 

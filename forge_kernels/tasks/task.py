@@ -32,6 +32,10 @@ class Task(StrictModel):
     shapes: dict[DeviceClass, ShapeOverrides] = Field(default_factory=dict)
     alt_shapes: dict[DeviceClass, ShapeOverrides] = Field(default_factory=dict)
     origin: str = Field(default="builtin", description="where the task came from (path, dataset)")
+    tolerance: dict[str, float] = Field(
+        default_factory=dict,
+        description="atol = rtol per output dtype ('float32') where this task needs looser bounds than the "
+                    "evaluator's (long reductions); it never tightens them")
     tags: list[str] = Field(default_factory=list)
 
     @field_validator("source")

@@ -169,3 +169,18 @@ def test_feedback_text():
                                                   samples=30), speedup_std=0.1)
     assert "speedup 3.00x" in format_feedback(good)
     assert len(format_feedback(bad.model_copy(update={"error": "x" * 5000}), max_chars=300)) <= 300
+
+
+def test_a_task_tolerance_loosens_but_never_tightens_the_evaluators():
+    from forge_kernels.eval.results import EvalOptions, loosened_for
+    from forge_kernels.tasks.loaders import load_builtin_tasks
+
+    (matmul,) = load_builtin_tasks(levels=(1,), names=["level1/matmul"])
+    assert matmul.tolerance == {"float32": 2e-3}
+    opts = loosened_for(matmul, EvalOptions())
+    assert (opts.tolerances["float32"].atol, opts.tolerances["float32"].rtol) == (2e-3, 2e-3)
+    assert opts.tolerances["float16"] == EvalOptions().tolerances["float16"]
+    strict = EvalOptions(tolerances={"float32": {"atol": 1e-2, "rtol": 1e-2}})
+    assert loosened_for(matmul, strict) is strict  # already looser: untouched
+    tight = matmul.model_copy(update={"tolerance": {"float32": 1e-6}})
+    assert loosened_for(tight, EvalOptions()).tolerances["float32"].atol == 1e-4

@@ -26,6 +26,7 @@ class BuiltinEntry:
     gpu: ShapeOverrides
     alt_gpu: ShapeOverrides
     tags: tuple[str, ...] = field(default_factory=tuple)
+    tolerance: tuple[tuple[str, float], ...] = ()  # (dtype, atol = rtol) pairs, see Task.tolerance
 
     @property
     def name(self) -> str:
@@ -86,7 +87,9 @@ BUILTIN_TASKS: tuple[BuiltinEntry, ...] = (
         1, "matmul",
         cpu={"M": 64, "K": 96, "N": 80}, alt_cpu={"M": 33, "K": 50, "N": 70},
         gpu={"M": 4096, "K": 4096, "N": 4096}, alt_gpu={"M": 3000, "K": 2000, "N": 5000},
-        tags=("matmul",),
+        # a 4096-deep fp32 product of unit-variance inputs: two correct summation orders differ by
+        # ~1.2e-3 near zero outputs (tf32x3 tl.dot vs cuBLAS, measured on an H100)
+        tags=("matmul",), tolerance=(("float32", 2e-3),),
     ),
     BuiltinEntry(
         1, "linear",
