@@ -20,22 +20,17 @@ on a GPU the full correctness, timing and hack checks apply. Built extensions ar
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Sequence
+from typing import Any
 
 from pydantic import Field, field_validator
 
 from forge_kernels.config import StrictModel
-from forge_kernels.env.base import Action, Environment, Outcome, register_environment
-from forge_kernels.env.extraction import extract_code
-from forge_kernels.env.feedback import format_feedback
-from forge_kernels.env.kernel_eval import EmbeddedEvalConfig, EvalConfig, Scorer, ServiceEvalConfig, build_scorer
+from forge_kernels.env.base import Outcome, register_environment
+from forge_kernels.env.kernel_eval import EmbeddedEvalConfig, EvalConfig, ServiceEvalConfig
 from forge_kernels.env.prompts import ChatMessage
-from forge_kernels.env.rewards import RewardConfig, compute_reward
-from forge_kernels.env.triton import SuccessConfig, kernel_info
-from forge_kernels.eval import EvalOptions
-from forge_kernels.metrics import Reduce, record_metric
-from forge_kernels.tasks import Task, TaskSourceConfig, load_tasks
+from forge_kernels.env.triton import TritonKernelEnv
+from forge_kernels.eval import EvalOptions, EvalResult
+from forge_kernels.tasks import Task, TaskSourceConfig
 from forge_kernels.tasks.loaders import BuiltinTasksConfig
 
 __all__ = ["CUDA_SYSTEM_PROMPT", "CudaKernelEnv", "CudaPromptConfig", "ONE_SHOT_REFERENCE", "ONE_SHOT_SOLUTION"]
@@ -156,18 +151,20 @@ def _cuda_eval() -> EmbeddedEvalConfig:
 
 
 @register_environment("cuda")
-class CudaKernelEnv(Environment[Task]):
-    """Write ``ModelNew`` with CUDA kernels (``load_inline``) for a KernelBench-format reference module."""
+class CudaKernelEnv(TritonKernelEnv):
+    """Write ``ModelNew`` with CUDA kernels (``load_inline``) for a KernelBench-format reference module.
 
-    class Config(StrictModel):
+    Everything but the prompt, the evaluation language and the feedback wording is the Triton
+    environment's: the same tasks, scorer (embedded or eval service), rewards and success rule.
+    """
+
+    kernel_language = "CUDA"
+
+    class Config(TritonKernelEnv.Config):
         tasks: TaskSourceConfig = BuiltinTasksConfig(levels=[1])
-        prompt: CudaPromptConfig = CudaPromptConfig()
+        prompt: CudaPromptConfig = CudaPromptConfig()  # type: ignore[assignment]
         eval: EvalConfig = Field(default_factory=_cuda_eval,
                                  description="as for Triton; options.language is 'cuda' (set when omitted)")
-        reward: RewardConfig = RewardConfig()
-        no_code_reward: float = Field(default=0.0, description="reward when no ModelNew module is found")
-        feedback_chars: int = Field(default=2000, ge=100, description="feedback text is trimmed to this")
-        success: SuccessConfig = SuccessConfig()
 
         @field_validator("eval")
         @classmethod
@@ -181,24 +178,6 @@ class CudaKernelEnv(Environment[Task]):
 
     config: Config
 
-    def __init__(self, config: Config | None = None) -> None:
-        super().__init__(config)
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._scorer: Scorer | None = None
-
-    async def setup(self) -> None:
-        """Start the evaluator (embedded) or connect to / start the eval service."""
-        self._stack = contextlib.AsyncExitStack()
-        self._scorer = await build_scorer(self.config.eval, self._stack)
-
-    async def close(self) -> None:
-        if self._stack is not None:
-            stack, self._stack, self._scorer = self._stack, None, None
-            await stack.aclose()
-
-    def load_tasks(self) -> Sequence[Task]:
-        return load_tasks(self.config.tasks)
-
     def initial_messages(self, task: Task) -> list[ChatMessage]:
         prompt = self.config.prompt
         messages: list[ChatMessage] = [{"role": "system", "content": prompt.system_prompt or CUDA_SYSTEM_PROMPT}]
@@ -208,29 +187,10 @@ class CudaKernelEnv(Environment[Task]):
         messages.append({"role": "user", "content": _user_message(task.source)})
         return messages
 
-    def parse_action(self, task: Task, text: str) -> Action:
-        extraction = extract_code(text)
-        if not extraction.ok:
-            assert extraction.failure is not None
-            return Action(False, None, extraction.message, extraction.failure.value)
-        return Action(True, extraction.code)
-
-    def invalid_action_outcome(self, task: Task, action: Action) -> Outcome:
-        info = {**kernel_info(None, extracted=False), "parse_failure": action.failure}
-        return Outcome(self.config.no_code_reward, False, action.message, info)
-
-    async def score(self, task: Task, action: Action) -> Outcome:
-        if self._scorer is None:
-            raise RuntimeError("CudaKernelEnv.score before setup(): the evaluator is not started")
-        result = await self._scorer.evaluate(task, action.content, self.config.eval.options)
-        record_metric(f"eval/fault/{result.fault.value}", 1, Reduce.SUM)
-        record_metric("eval/wall_s", result.wall_time_s)
-        info = {**kernel_info(result, extracted=True),
+    def kernel_facts(self, result: EvalResult) -> dict[str, Any]:
+        # on a CPU machine a CUDA candidate compiles but cannot run: say whether correctness was judged
+        return {**super().kernel_facts(result),
                 "correctness_checked": result.fault.compiled and result.correctness_note is None}
-        return Outcome(reward=compute_reward(result, self.config.reward),
-                       success=self.config.success.reached(result),
-                       feedback=format_feedback(result, self.config.feedback_chars, language="CUDA"),
-                       info=info)
 
     def feedback_message(self, task: Task, outcome: Outcome) -> ChatMessage:
         tail = ("Make it faster if you can; reply" if outcome.success else "Fix the problem and reply")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -73,7 +73,13 @@ def kernel_info(result: EvalResult | None, extracted: bool) -> dict[str, Any]:
 
 @register_environment("triton")
 class TritonKernelEnv(Environment[Task]):
-    """Write ``ModelNew`` with Triton kernels for a KernelBench-format reference module."""
+    """Write ``ModelNew`` with Triton kernels for a KernelBench-format reference module.
+
+    Kernel environments in other languages subclass it (:class:`~forge_kernels.env.cuda.CudaKernelEnv`):
+    ``kernel_language`` names the language in feedback, ``kernel_facts`` adds facts to ``Outcome.info``.
+    """
+
+    kernel_language: ClassVar[str] = "Triton"
 
     class Config(StrictModel):
         tasks: TaskSourceConfig = BuiltinTasksConfig()
@@ -119,11 +125,15 @@ class TritonKernelEnv(Environment[Task]):
 
     async def score(self, task: Task, action: Action) -> Outcome:
         if self._scorer is None:
-            raise RuntimeError("TritonKernelEnv.score before setup(): the evaluator is not started")
+            raise RuntimeError(f"{type(self).__name__}.score before setup(): the evaluator is not started")
         result = await self._scorer.evaluate(task, action.content, self.config.eval.options)
         record_metric(f"eval/fault/{result.fault.value}", 1, Reduce.SUM)
         record_metric("eval/wall_s", result.wall_time_s)
         return Outcome(reward=compute_reward(result, self.config.reward),
                        success=self.config.success.reached(result),
-                       feedback=format_feedback(result, self.config.feedback_chars),
-                       info=kernel_info(result, extracted=True))
+                       feedback=format_feedback(result, self.config.feedback_chars, self.kernel_language),
+                       info=self.kernel_facts(result))
+
+    def kernel_facts(self, result: EvalResult) -> dict[str, Any]:
+        """``Outcome.info`` of an evaluated candidate: small picklable facts for turns and metrics."""
+        return kernel_info(result, extracted=True)
