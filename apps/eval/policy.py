@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from actors.generator import Generator
 from forge_kernels.config import ConfigError
 from forge_kernels.env.base import Environment
-from forge_kernels.models.tiny import build_tiny_model, save_checkpoint, train_tokenizer
+from forge_kernels.models.tiny import build_tiny_checkpoint
 from forge_kernels.runtime import RuntimeConfig, spawn
 from forge_kernels.store import StoreConfig
 from forge_kernels.types import Completion
@@ -43,14 +43,8 @@ def resolve_model_path(cfg: EvalAppConfig, env: Environment, tasks: list[Any]) -
                               f"(no config.json); give a checkpoint (e.g. SFT or GRPO output) or leave it unset "
                               f"to build a tiny model")
         return str(path)
-    corpus: list[str] = []
-    for task in tasks:
-        corpus += [m["content"] for m in env.initial_messages(task)]
-        if getattr(task, "solution", None):
-            corpus.append(task.solution)
-    tokenizer = train_tokenizer(corpus, vocab_size=cfg.policy.vocab_size)
-    model = build_tiny_model(cfg.policy.tiny, tokenizer)
-    return str(save_checkpoint(model, tokenizer, Path(cfg.run_dir) / "init_model"))
+    return build_tiny_checkpoint(env.tokenizer_corpus(tasks), cfg.policy.tiny, cfg.policy.vocab_size,
+                                 Path(cfg.run_dir) / "init_model")
 
 
 class GeneratorPolicy:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from forge_kernels.env.base import build_environment
-from forge_kernels.models.tiny import build_tiny_model, save_checkpoint, train_tokenizer
+from forge_kernels.models.tiny import build_tiny_checkpoint
 
 from apps.grpo.config import GRPOConfig
 
@@ -23,11 +23,5 @@ def resolve_model_path(cfg: GRPOConfig) -> str:
             )
         return str(path)
     env = build_environment(cfg.env)
-    corpus: list[str] = []
-    for task in env.load_tasks():  # the tokenizer learns the environment's prompts (and solutions, if any)
-        corpus += [m["content"] for m in env.initial_messages(task)]
-        if getattr(task, "solution", None):
-            corpus.append(task.solution)
-    tokenizer = train_tokenizer(corpus, vocab_size=cfg.model.vocab_size)
-    model = build_tiny_model(cfg.model.tiny, tokenizer)
-    return str(save_checkpoint(model, tokenizer, Path(cfg.run_dir) / "init_model"))
+    corpus = env.tokenizer_corpus(env.load_tasks())
+    return build_tiny_checkpoint(corpus, cfg.model.tiny, cfg.model.vocab_size, Path(cfg.run_dir) / "init_model")

@@ -133,6 +133,12 @@ class Environment(ABC, Generic[TaskT]):
             return self.invalid_action_outcome(task, action)
         return await self.score(task, action)
 
+    def tokenizer_corpus(self, tasks: Sequence[TaskT]) -> list[str]:
+        """Texts a locally built tokenizer is trained on: every first-turn message, plus each task's
+        ``solution`` where it has one (so answers tokenise as compactly as prompts)."""
+        corpus = [m["content"] for task in tasks for m in self.initial_messages(task)]
+        return corpus + [s for task in tasks if isinstance(s := getattr(task, "solution", None), str)]
+
     def feedback_message(self, task: TaskT, outcome: Outcome) -> ChatMessage:
         """The user message that opens the next turn."""
         return {"role": "user", "content": outcome.feedback}

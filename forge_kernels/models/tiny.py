@@ -18,7 +18,8 @@ from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
 from forge_kernels.config import StrictModel
 
-__all__ = ["TinyModelConfig", "CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model", "train_tokenizer"]
+__all__ = ["TinyModelConfig", "CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_checkpoint", "build_tiny_model",
+           "train_tokenizer"]
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 
@@ -105,3 +106,9 @@ def save_checkpoint(model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerFast,
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def build_tiny_checkpoint(corpus: Iterable[str], cfg: TinyModelConfig, vocab_size: int, path: str | Path) -> str:
+    """Train a tokenizer on ``corpus``, build a tiny model for it and save both under ``path``."""
+    tokenizer = train_tokenizer(corpus, vocab_size=vocab_size)
+    return str(save_checkpoint(build_tiny_model(cfg, tokenizer), tokenizer, path))
