@@ -140,7 +140,7 @@ class ExtensionSpec:
 # -- static resolution ------------------------------------------------------------------------------
 
 class _Unresolved(Exception):
-    pass
+    """An argument of a load_inline call is not a literal or a module-level constant."""
 
 
 def _module_constants(tree: ast.Module) -> dict[str, list[ast.expr]]:
