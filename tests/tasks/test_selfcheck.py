@@ -58,7 +58,8 @@ def test_task_without_solution_is_refused(interpreter: None) -> None:
 
 
 def test_matmul_tasks_get_the_looser_tolerance() -> None:
-    assert default_tolerance(MATMUL) == 1e-3
+    assert default_tolerance(MATMUL.model_copy(update={"tolerance": {}})) == 1e-3  # any matmul-tagged task
+    assert default_tolerance(MATMUL) == 2e-3  # the task's own, looser bound (4096-deep sums on a GPU)
     assert default_tolerance(RELU) == 1e-4
 
 
