@@ -234,10 +234,11 @@ def _fmt(value: float) -> str:
 class JsonlBackend(Backend):
     """One JSON object per step: ``{"step": 3, "time": ..., "reward/mean": 0.42, ...}``."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, append: bool = False) -> None:
+        """A fresh file per run; ``append`` keeps earlier rows (a resumed run continuing its log)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8")
+        self._file = self.path.open("a" if append else "w", encoding="utf-8")
 
     def write(self, step: int, scalars: dict[str, float], histograms: dict[str, list[float]]) -> None:
         row: dict[str, Any] = {"step": step, "time": time.time()}
@@ -284,6 +285,7 @@ class ConsoleBackendConfig(StrictModel):
 class JsonlBackendConfig(StrictModel):
     type: Literal["jsonl"] = "jsonl"
     path: str = "runs/metrics.jsonl"
+    append: bool = Field(default=False, description="keep rows already in the file (default: start it afresh)")
 
 
 class TensorBoardBackendConfig(StrictModel):
@@ -307,7 +309,7 @@ def build_backend(cfg: Any, total_steps: int | None = None) -> Backend:
     if isinstance(cfg, ConsoleBackendConfig):
         return ConsoleBackend(keys=cfg.keys, total_steps=total_steps)
     if isinstance(cfg, JsonlBackendConfig):
-        return JsonlBackend(cfg.path)
+        return JsonlBackend(cfg.path, cfg.append)
     if isinstance(cfg, TensorBoardBackendConfig):
         return TensorBoardBackend(cfg.logdir)
     raise TypeError(f"unknown metrics backend config {cfg!r}")

@@ -129,6 +129,16 @@ def test_jsonl_backend_one_object_per_step(tmp_path):
     assert rows[0]["a/mean"] == 1.0 and rows[0]["b/mean"] is None
     assert rows[0]["h/hist"] == [1.0, 2.0] and rows[1]["a/mean"] == 2.0
 
+    # a new run starts the file afresh (a rerun's plot must not mix runs); append keeps the old rows
+    rerun = JsonlBackend(path)
+    rerun.write(0, {"a/mean": 3.0}, {})
+    rerun.close()
+    assert [json.loads(line)["a/mean"] for line in path.read_text().splitlines()] == [3.0]
+    resumed = JsonlBackend(path, append=True)
+    resumed.write(1, {"a/mean": 4.0}, {})
+    resumed.close()
+    assert [json.loads(line)["a/mean"] for line in path.read_text().splitlines()] == [3.0, 4.0]
+
 
 def test_tensorboard_backend_reads_back_with_tensorboard(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
