@@ -16,6 +16,8 @@ nothing is loaded), so compile errors are classified everywhere.
 
 from __future__ import annotations
 
+import contextlib
+
 import fcntl
 import functools
 import hashlib
@@ -107,13 +109,11 @@ def _detect_arch() -> str:
     listed = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(",", " ").replace(";", " ").split()
     if listed:
         return listed[-1].split("+")[0].replace(".", "")
-    try:
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):  # no nvidia-smi, or it hangs: the default
         out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30).stdout.split()
         if out and re.match(r"^\d+\.\d+$", out[0]):
             return out[0].replace(".", "")
-    except (OSError, subprocess.TimeoutExpired):
-        pass
     return "90"
 
 
@@ -205,10 +205,8 @@ def _start(cmd: list[str], log_path: Path, cwd: Path) -> subprocess.Popen[bytes]
 def _kill(procs: list[subprocess.Popen[bytes]]) -> None:
     for q in procs:
         if q.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # the group already exited
                 os.killpg(q.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
             q.wait()
 
 

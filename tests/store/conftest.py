@@ -19,6 +19,26 @@ from forge_kernels.store import ShmTensorStore, StoreConfig, TensorStore, build_
 CALL_TIMEOUT_S = 120  # no test may hang
 
 
+@pytest.fixture
+def sample_state_dict():
+    """``sample_state_dict(seed)``: tensors of every kind a checkpoint holds (dtypes, empty, scalar,
+    non-contiguous)."""
+
+    def make(seed: int = 0) -> dict[str, torch.Tensor]:
+        g = torch.Generator().manual_seed(seed)
+        return {
+            "embed.weight": torch.randn(33, 17, generator=g),
+            "layer.bias": torch.randn(5, generator=g).to(torch.bfloat16),
+            "layer.ids": torch.arange(7, dtype=torch.int64),
+            "mask": torch.tensor([True, False, True]),
+            "empty": torch.empty(0, 4),
+            "scalar": torch.tensor(3.5, dtype=torch.float16),
+            "strided": torch.randn(6, 4, generator=g).t(),  # non-contiguous source
+        }
+
+    return make
+
+
 @pytest.fixture(scope="session")
 def loop():
     loop = asyncio.new_event_loop()

@@ -25,20 +25,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def sample_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return {
-        "embed.weight": torch.randn(33, 17, generator=g),
-        "layer.bias": torch.randn(5, generator=g).to(torch.bfloat16),
-        "layer.ids": torch.arange(7, dtype=torch.int64),
-        "mask": torch.tensor([True, False, True]),
-        "empty": torch.empty(0, 4),
-        "scalar": torch.tensor(3.5, dtype=torch.float16),
-        "strided": torch.randn(6, 4, generator=g).t(),  # non-contiguous source
-    }
-
-
-def test_segments_reused_across_versions(store):
+def test_segments_reused_across_versions(store, sample_state_dict):
     """Publishing v and deleting v-2 cycles between a fixed set of warm segments."""
     sd = sample_state_dict()
     for v in range(8):

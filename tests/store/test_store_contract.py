@@ -11,20 +11,7 @@ import torch
 from forge_kernels.store import weights_key
 
 
-def sample_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return {
-        "embed.weight": torch.randn(33, 17, generator=g),
-        "layer.bias": torch.randn(5, generator=g).to(torch.bfloat16),
-        "layer.ids": torch.arange(7, dtype=torch.int64),
-        "mask": torch.tensor([True, False, True]),
-        "empty": torch.empty(0, 4),
-        "scalar": torch.tensor(3.5, dtype=torch.float16),
-        "strided": torch.randn(6, 4, generator=g).t(),  # non-contiguous source
-    }
-
-
-def test_state_dict_round_trip_all_dtypes(store, run):
+def test_state_dict_round_trip_all_dtypes(store, run, sample_state_dict):
     sd = sample_state_dict()
     run(store.put_state_dict(sd, "weights/v0"))
     out = run(store.get_state_dict("weights/v0"))
@@ -34,7 +21,7 @@ def test_state_dict_round_trip_all_dtypes(store, run):
         assert torch.equal(out[name], tensor), name
 
 
-def test_get_into_user_tensors_in_place(store, run):
+def test_get_into_user_tensors_in_place(store, run, sample_state_dict):
     sd = sample_state_dict(1)
     run(store.put_state_dict(sd, "w"))
     target = {k: torch.zeros_like(v) for k, v in sd.items()}
