@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from forge_kernels.store.base import StateDict, TensorStore, check_key
-from forge_kernels.store.torchstore_compat import connect, spawn_store
+from forge_kernels.store.torchstore_compat import connect, is_missing_key, spawn_store
 
 __all__ = ["TorchStoreTensorStore"]
 
@@ -123,7 +123,9 @@ class TorchStoreTensorStore(TensorStore):
             try:
                 fetched = await asyncio.gather(*(
                     client.get(f"data/{manifest['token']}/{i}") for i in range(len(entries))))
-            except KeyError:
+            except Exception as exc:
+                if not is_missing_key(exc):
+                    raise
                 continue  # replaced (and its tensors deleted) while we read: read the new write
             out: StateDict = {}
             for entry, tensor in zip(entries, fetched, strict=True):

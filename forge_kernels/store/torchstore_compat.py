@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-__all__ = ["AsyncController", "connect", "import_torchstore", "spawn_store"]
+__all__ = ["AsyncController", "connect", "import_torchstore", "is_missing_key", "spawn_store"]
 
 INSTALL_HINT = (
     "pip install --no-deps torchstore==0.1.2 pygtrie (torchstore 0.1.2 pins torch 2.9 and "
@@ -53,7 +53,7 @@ def import_torchstore() -> None:
 
 import_torchstore()
 
-from monarch.actor import endpoint, get_or_spawn_controller, this_host  # noqa: E402
+from monarch.actor import ActorError, endpoint, get_or_spawn_controller, this_host  # noqa: E402
 from torchstore.client import LocalClient  # noqa: E402
 from torchstore.controller import Controller  # noqa: E402
 from torchstore.storage_volume import StorageVolume  # noqa: E402
@@ -127,3 +127,14 @@ async def connect(name: str) -> tuple[Any, LocalClient]:
             f"it (processes outside that Monarch world, e.g. ones vLLM spawns, cannot reach it)"
         ) from None
     return controller, LocalClient(controller=controller, strategy=strategy)
+
+
+def is_missing_key(exc: BaseException) -> bool:
+    """True when ``exc`` says a key is gone: a local KeyError, or one raised in the storage volume.
+
+    torchstore turns the controller's "no such key" into a KeyError, but a key deleted between
+    the controller's lookup and the volume's read fails inside the volume actor, and that
+    KeyError reaches the client wrapped in Monarch's ``ActorError``.
+    """
+    return isinstance(exc, KeyError) or (
+        isinstance(exc, ActorError) and isinstance(exc.exception, KeyError))

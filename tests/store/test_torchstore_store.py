@@ -66,6 +66,35 @@ def test_store_must_be_initialized_once(run, ts_config, volume_mesh):
         run(build_store(ts_config).keys())
 
 
+def test_reader_retries_when_its_version_is_deleted_inside_the_volume(run, ts_config, volume_mesh):
+    """The race CI once hit: the controller still lists a tensor when the reader looks it up, the
+    writer deletes it before the volume serves it, and the volume's KeyError arrives wrapped in
+    an ActorError. The reader must take the newer version, not fail."""
+    store = build_store(ts_config)
+    run(store.initialize(mesh=volume_mesh))
+    try:
+        run(store.put_state_dict({"w": torch.zeros(4)}, "latest"))
+        client = run(store._connected())
+        real_locate = client._locate_volumes
+        located: list[str] = []
+
+        async def locate_then_replace(key: str):
+            volumes = await real_locate(key)
+            located.append(key)
+            # torchstore's get locates a tensor twice (its type, then its volume); after the
+            # second lookup, before the volume serves it, the writer replaces the version
+            if key.startswith("data/") and located.count(key) == 2 and len(set(located)) == 2:
+                await store.put_state_dict({"w": torch.ones(4)}, "latest")
+            return volumes
+
+        client._locate_volumes = locate_then_replace
+        out = run(store.get_state_dict("latest"))
+        assert len({k for k in located if k.startswith("data/")}) == 2, located  # retried on the new version
+        assert out["w"].tolist() == [1.0] * 4
+    finally:
+        run(store.close())
+
+
 def test_monarch_still_refuses_torchstores_own_controller(run):
     """Why the shim exists: remove AsyncController once monarch spawns torchstore's Controller."""
     from monarch.actor import get_or_spawn_controller
