@@ -41,11 +41,18 @@ _FAULT_TEXT = {
 }
 
 
+_CUT_HEAD = "[... trimmed]\n"
+_CUT_TAIL = "\n[... trimmed]"
+_MIN_DETAILS = 120  # below this, keep the details' start and cut the text's end instead
+
+
 def format_feedback(result: EvalResult, max_chars: int = 2000, language: str = "Triton") -> str:
     """A short report: fault class, trimmed error, correctness deltas, timing summary, hack flags.
     ``language`` names the kernels the model writes (``Triton``, ``CUDA``)."""
     lines = [f"Result: {result.fault.value}. {_FAULT_TEXT[result.fault].format(lang=language)}"]
+    details = None
     if result.error and result.fault is not FaultClass.NONE:
+        details = len(lines)
         lines.append("Details:\n" + result.error.strip())
     failed = [t for t in result.trials if not t.passed]
     if result.trials:
@@ -69,4 +76,13 @@ def format_feedback(result: EvalResult, max_chars: int = 2000, language: str = "
     if result.correctness_note:
         lines.append(f"Correctness: {result.correctness_note}.")
     text = "\n".join(lines)
-    return text if len(text) <= max_chars else text[: max_chars - 15] + "\n[... trimmed]"
+    if len(text) > max_chars and details is not None:
+        # a traceback's end (the exception, the frame that raised it) says what went wrong, its
+        # start is mostly framework frames: the details lose their beginning first
+        error = lines[details].removeprefix("Details:\n")
+        keep = len(error) - (len(text) - max_chars) - len(_CUT_HEAD)
+        if keep >= _MIN_DETAILS:
+            tail = error[-keep:]
+            lines[details] = "Details:\n" + _CUT_HEAD + tail[tail.find("\n") + 1:]  # from a line start
+            text = "\n".join(lines)
+    return text if len(text) <= max_chars else text[: max_chars - len(_CUT_TAIL)] + _CUT_TAIL

@@ -169,6 +169,15 @@ def test_feedback_text():
                                                   samples=30), speedup_std=0.1)
     assert "speedup 3.00x" in format_feedback(good)
     assert len(format_feedback(bad.model_copy(update={"error": "x" * 5000}), max_chars=300)) <= 300
+    # a long traceback keeps its end (the exception) and the sections after it
+    frames = "".join(f'  File "torch/nn/modules/module.py", line {i}, in _call_impl\n' for i in range(100))
+    long = bad.model_copy(update={"error": f"Traceback (most recent call last):\n{frames}TypeError: forward() takes 2 "
+                                           "positional arguments but 3 were given"})
+    text = format_feedback(long, max_chars=600)
+    assert len(text) <= 600 and text.startswith("Result: output_value_mismatch")
+    assert "Details:\n[... trimmed]\n" in text and text.count("[... trimmed]") == 1
+    assert "TypeError: forward() takes 2 positional arguments but 3 were given" in text
+    assert "Traceback (most recent call last)" not in text
 
 
 def test_a_task_tolerance_loosens_but_never_tightens_the_evaluators():
