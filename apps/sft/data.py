@@ -4,7 +4,9 @@ Each example is the prompt the generator will be asked (``task_messages`` throug
 template, ending with the opened assistant turn) followed by the solution in a fenced python block
 and ``<|im_end|>``. Prompt and response are tokenised separately, so the prompt ids are the very
 ids the generator later starts from, and the loss covers exactly the response ids (the solution
-and the end-of-turn token the model must learn to stop with).
+and the end-of-turn token the model must learn to stop with). With ``repair`` set, repair
+conversations (``apps/sft/repair.py``) add second-turn examples: a failed attempt and its real
+feedback in the prompt, the solution as the response.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import torch
 from pydantic import Field
 from transformers import PreTrainedTokenizerBase
 
+from apps.sft.repair import RepairConfig, RepairConversation
 from forge_kernels.config import StrictModel
-from forge_kernels.env.prompts import PromptConfig, sft_messages
+from forge_kernels.env.conversation import ConversationTokens
+from forge_kernels.env.prompts import PromptConfig, sft_messages, task_messages
 from forge_kernels.tasks import BuiltinTasksConfig, KernelBookExample, Task, load_kernelbook, load_tasks
 from forge_kernels.types import Batch
 
@@ -34,6 +38,7 @@ __all__ = [
     "collate_sft",
     "load_items",
     "prompt_token_ids",
+    "repair_example",
     "tokenize_conversation",
 ]
 
@@ -58,6 +63,9 @@ class DataConfig(StrictModel):
     kernelbook: KernelBookConfig | None = None
     max_seq_len: int = Field(default=2048, ge=8, description="drop examples longer than this (prompt + response)")
     max_response_tokens: int | None = Field(default=None, ge=1, description="drop longer responses")
+    repair: RepairConfig | None = Field(
+        default=None, description="also train on repair conversations (failed attempt, feedback, solution) of "
+                                  "the built-in tasks, for multi-turn episodes; null for none")
 
 
 @dataclass
@@ -136,22 +144,41 @@ def tokenize_conversation(tokenizer: PreTrainedTokenizerBase, messages: Sequence
             tokenizer.encode(response, add_special_tokens=False))
 
 
+def repair_example(conversation: RepairConversation, tokenizer: PreTrainedTokenizerBase,
+                   prompt: PromptConfig) -> SFTExample:
+    """A repair conversation as the generator sees its second turn: the first prompt, the attempt as a
+    sampled reply (through its end-of-turn token), the feedback joined by :class:`ConversationTokens`
+    and the opened assistant turn; the response is the task's solution."""
+    messages = task_messages(conversation.task, prompt)
+    attempt = {"role": "assistant", "content": conversation.attempt}
+    _, attempt_ids = tokenize_conversation(tokenizer, [*messages, attempt])
+    context = ConversationTokens(tokenizer).extend(prompt_token_ids(tokenizer, messages), attempt_ids,
+                                                   conversation.feedback)
+    _, solution_ids = tokenize_conversation(tokenizer, sft_messages(conversation.task, prompt))
+    return SFTExample(conversation.name, context, solution_ids)
+
+
 def build_examples(items: Sequence[Task | KernelBookExample], tokenizer: PreTrainedTokenizerBase,
-                   cfg: DataConfig, prompt: PromptConfig) -> tuple[list[SFTExample], FilterReport]:
-    """Tokenise every item and drop those without a solution or over the length limits."""
+                   cfg: DataConfig, prompt: PromptConfig,
+                   repairs: Sequence[RepairConversation] = ()) -> tuple[list[SFTExample], FilterReport]:
+    """Tokenise every item (then every repair conversation) and drop those without a solution or over
+    the length limits."""
     report = FilterReport()
     examples: list[SFTExample] = []
-    for item in items:
+    candidates: list[Task | KernelBookExample | RepairConversation] = [*items, *repairs]
+    for item in candidates:
         if isinstance(item, Task) and item.solution is None:
             report.drop("without a reference solution", item.name)
             continue
-        prompt_ids, response_ids = tokenize_conversation(tokenizer, sft_messages(item, prompt))
-        example = SFTExample(item.name, prompt_ids, response_ids)
+        if isinstance(item, RepairConversation):
+            example = repair_example(item, tokenizer, prompt)
+        else:
+            example = SFTExample(item.name, *tokenize_conversation(tokenizer, sft_messages(item, prompt)))
         if len(example) > cfg.max_seq_len:
             report.drop(f"longer than max_seq_len={cfg.max_seq_len} tokens", f"{item.name} ({len(example)})")
-        elif cfg.max_response_tokens is not None and len(response_ids) > cfg.max_response_tokens:
+        elif cfg.max_response_tokens is not None and len(example.response_ids) > cfg.max_response_tokens:
             report.drop(f"with responses longer than max_response_tokens={cfg.max_response_tokens}",
-                        f"{item.name} ({len(response_ids)})")
+                        f"{item.name} ({len(example.response_ids)})")
         else:
             examples.append(example)
     report.kept = len(examples)

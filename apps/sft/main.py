@@ -11,9 +11,11 @@ local processes (gloo on CPU, nccl on GPUs).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -24,12 +26,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from actors.engines.hf_training import HFTrainingEngine, OptimConfig
 from apps.sft.data import DataConfig, batches, build_examples, collate_sft, load_items
 from apps.sft.loss import SFTLoss
+from apps.sft.repair import RepairConversation, make_repairs
 from forge_kernels.config import StrictModel, run_app, to_yaml
 from forge_kernels.distributed import DistributedConfig, destroy_process_group, free_port, init_process_group
 from forge_kernels.env.prompts import SYSTEM_PROMPT, PromptConfig, sft_messages
 from forge_kernels.metrics import MetricLogger, MetricsConfig, record_metric
 from forge_kernels.models.tiny import TinyModelConfig, build_tiny_model, save_checkpoint, train_tokenizer
-from forge_kernels.tasks import load_builtin_tasks
+from forge_kernels.tasks import Task, load_builtin_tasks
 
 log = logging.getLogger("apps.sft")
 
@@ -69,20 +72,37 @@ class SFTConfig(StrictModel):
     metrics: MetricsConfig = MetricsConfig()
 
 
-def tokenizer_corpus(items: list, prompt: PromptConfig) -> list[str]:
-    """Texts the tokenizer is trained on: every built-in task, the system prompt and the SFT chats."""
+def tokenizer_corpus(items: list, prompt: PromptConfig, repairs: Sequence[RepairConversation] = ()) -> list[str]:
+    """Texts the tokenizer is trained on: every built-in task, the system prompt, the SFT chats and
+    the repair conversations' attempts and feedback."""
     texts = [prompt.system_prompt or SYSTEM_PROMPT]
     for task in load_builtin_tasks(levels=(1, 2, 3)):
         texts += [task.source, task.solution or ""]
     texts += [m["content"] for item in items for m in sft_messages(item, prompt)]
+    texts += [text for repair in repairs for text in repair.texts()]
     return texts
 
 
-def build_tokenizer(cfg: SFTConfig, items: list) -> PreTrainedTokenizerBase:
+def build_tokenizer(cfg: SFTConfig, items: list, repairs: Sequence[RepairConversation] = ()) -> PreTrainedTokenizerBase:
     t = cfg.tokenizer
     if t.path or cfg.model.path:
         return AutoTokenizer.from_pretrained(t.path or cfg.model.path)
-    return train_tokenizer(tokenizer_corpus(items, cfg.prompt), t.vocab_size, t.min_frequency)
+    return train_tokenizer(tokenizer_corpus(items, cfg.prompt, repairs), t.vocab_size, t.min_frequency)
+
+
+def build_repairs(cfg: SFTConfig, items: list) -> list[RepairConversation]:
+    """Score the failed attempts of ``cfg.data.repair`` (none without it); once per run, not per rank."""
+    if cfg.data.repair is None:
+        return []
+    tasks = [item for item in items if isinstance(item, Task)]
+    if not tasks:
+        raise ValueError("data.repair needs built-in tasks (data.tasks): repair conversations are made from "
+                         "task solutions, not KernelBook rows")
+    start = time.perf_counter()
+    repairs = asyncio.run(make_repairs(tasks, cfg.data.repair, cfg.prompt))
+    print(f"sft repair conversations: {len(repairs)} scored in {time.perf_counter() - start:.0f} s "
+          f"({', '.join(sorted({r.kind for r in repairs}))})", flush=True)
+    return repairs
 
 
 def build_model(cfg: SFTConfig, tokenizer: PreTrainedTokenizerBase):
@@ -105,12 +125,15 @@ def save(engine: HFTrainingEngine, tokenizer: PreTrainedTokenizerBase, path: Pat
     (path / "sft_config.yaml").write_text(to_yaml(cfg))
 
 
-def train_sft(cfg: SFTConfig, rank: int = 0) -> Path:
-    """Train on this process (rank ``rank`` of ``cfg.procs``); returns the checkpoint dir."""
+def train_sft(cfg: SFTConfig, rank: int = 0, repairs: Sequence[RepairConversation] | None = None) -> Path:
+    """Train on this process (rank ``rank`` of ``cfg.procs``); returns the checkpoint dir.
+    ``repairs``: the scored repair conversations (made here when None)."""
     torch.manual_seed(cfg.seed)
     items = load_items(cfg.data)
-    tokenizer = build_tokenizer(cfg, items)
-    examples, report = build_examples(items, tokenizer, cfg.data, cfg.prompt)
+    if repairs is None:
+        repairs = build_repairs(cfg, items)
+    tokenizer = build_tokenizer(cfg, items, repairs)
+    examples, report = build_examples(items, tokenizer, cfg.data, cfg.prompt, repairs)
     lead = rank == 0
     if lead:
         print(f"sft data: {report.summary()}", flush=True)
@@ -147,12 +170,12 @@ def train_sft(cfg: SFTConfig, rank: int = 0) -> Path:
     return cfg.output_dir
 
 
-def _rank_main(rank: int, cfg: SFTConfig, port: int) -> None:
+def _rank_main(rank: int, cfg: SFTConfig, port: int, repairs: list[RepairConversation]) -> None:
     init_process_group(DistributedConfig(rank=rank, world_size=cfg.procs, master_port=port))
     try:
         if cfg.device == "cpu":
             torch.set_num_threads(max(1, torch.get_num_threads() // cfg.procs))
-        train_sft(cfg, rank)
+        train_sft(cfg, rank, repairs)
     finally:
         destroy_process_group()
 
@@ -162,7 +185,8 @@ def main(cfg: SFTConfig) -> Path:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if cfg.procs == 1:
         return train_sft(cfg)
-    torch.multiprocessing.spawn(_rank_main, args=(cfg, free_port()), nprocs=cfg.procs, join=True)
+    repairs = build_repairs(cfg, load_items(cfg.data))  # scored once, shared by the ranks
+    torch.multiprocessing.spawn(_rank_main, args=(cfg, free_port(), repairs), nprocs=cfg.procs, join=True)
     return cfg.output_dir
 
 
