@@ -152,11 +152,25 @@ def test_sft_app_trains_and_writes_a_loadable_checkpoint(tmp_path):
     assert abs(loss_of(model) - losses[-1]) < losses[0] - losses[-1]  # same scale as logged
 
 
-def test_sft_with_two_processes_matches_one(tmp_path):
-    """procs=2 (FSDP2 over gloo) writes the same checkpoint as one process, within tolerance."""
-    one = main(_config(tmp_path / "one", **{"train.save_steps": "[]"}))
-    two = main(_config(tmp_path / "two", **{"train.save_steps": "[]", "procs": 2}))
+def _assert_same_weights(one, two) -> None:
     a = AutoModelForCausalLM.from_pretrained(one).state_dict()
     b = AutoModelForCausalLM.from_pretrained(two).state_dict()
     for name, tensor in a.items():
         torch.testing.assert_close(b[name], tensor, rtol=1e-3, atol=1e-4, msg=name)
+
+
+def test_sft_with_two_processes_matches_one(tmp_path):
+    """procs=2 (FSDP2 over gloo) writes the same checkpoint as one process, within tolerance."""
+    one = main(_config(tmp_path / "one", **{"train.save_steps": "[]"}))
+    two = main(_config(tmp_path / "two", **{"train.save_steps": "[]", "procs": 2}))
+    _assert_same_weights(one, two)
+
+
+@pytest.mark.gpu
+def test_sft_fsdp2_over_two_gpus_matches_one(tmp_path):
+    """procs=2 on cuda: FSDP2 over nccl, one GPU per rank, same checkpoint as one GPU."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip(f"needs 2 GPUs, this machine has {torch.cuda.device_count()}")
+    one = main(_config(tmp_path / "one", **{"train.save_steps": "[]", "device": "cuda"}))
+    two = main(_config(tmp_path / "two", **{"train.save_steps": "[]", "device": "cuda", "procs": 2}))
+    _assert_same_weights(one, two)
