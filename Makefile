@@ -2,13 +2,18 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: install demo smoke sft test test-slow test-gpu test-vllm test-titan test-engines bench clean
+.PHONY: install demo demo-multiturn smoke sft test test-slow test-gpu test-vllm test-titan test-engines bench clean
 install:
 	@bash scripts/install.sh
 
 # The main job on CPU: SFT cold start, GRPO on the built-in tasks, reward plot (runs/demo/).
 demo: install
 	$(PY) -m apps.demo.run
+
+# The multi-turn demo: SFT with repair conversations, then multi-turn GRPO with TRLOO (runs/demo/).
+demo-multiturn: install
+	$(PY) -m apps.demo.run --sft-config configs/sft_multiturn.yaml --checkpoint runs/demo/sft_multiturn \
+		--grpo-config configs/grpo_demo_multiturn.yaml --metrics runs/demo/grpo_multiturn/metrics.jsonl
 
 smoke: install
 	$(PY) -m apps.smoke.main --config configs/smoke.yaml

@@ -9,7 +9,7 @@ training. Prints one JSON line: per checkpoint, :func:`forge_kernels.env.turn_me
 (``turn/1/correct`` is the single-turn pass rate, ``best/correct`` the best over turns).
 
     python -m bench.multiturn_passrate --config configs/grpo_demo_multiturn.yaml \\
-        --checkpoint runs/demo/sft runs/demo/grpo/final runs/demo/grpo_multiturn/final --turns 3
+        --checkpoint runs/demo/sft_multiturn runs/demo/grpo_multiturn/final --turns 3
 """
 
 from __future__ import annotations
