@@ -146,14 +146,16 @@ def tokenize_conversation(tokenizer: PreTrainedTokenizerBase, messages: Sequence
 
 def repair_example(conversation: RepairConversation, tokenizer: PreTrainedTokenizerBase,
                    prompt: PromptConfig) -> SFTExample:
-    """A repair conversation as the generator sees its second turn: the first prompt, the attempt as a
-    sampled reply (through its end-of-turn token), the feedback joined by :class:`ConversationTokens`
-    and the opened assistant turn; the response is the task's solution."""
+    """A repair conversation as the generator sees the turn after its last failure: the first prompt,
+    then per failed attempt its text as a sampled reply (through the end-of-turn token) and its
+    feedback joined by :class:`ConversationTokens`, ending with the opened assistant turn; the
+    response is the task's solution."""
     messages = task_messages(conversation.task, prompt)
-    attempt = {"role": "assistant", "content": conversation.attempt}
-    _, attempt_ids = tokenize_conversation(tokenizer, [*messages, attempt])
-    context = ConversationTokens(tokenizer).extend(prompt_token_ids(tokenizer, messages), attempt_ids,
-                                                   conversation.feedback)
+    conversation_ids = ConversationTokens(tokenizer)
+    context = prompt_token_ids(tokenizer, messages)
+    for attempt, feedback in zip(conversation.attempts, conversation.feedbacks, strict=True):
+        _, attempt_ids = tokenize_conversation(tokenizer, [*messages, {"role": "assistant", "content": attempt}])
+        context = conversation_ids.extend(context, attempt_ids, feedback)
     _, solution_ids = tokenize_conversation(tokenizer, sft_messages(conversation.task, prompt))
     return SFTExample(conversation.name, context, solution_ids)
 

@@ -101,7 +101,7 @@ def build_repairs(cfg: SFTConfig, items: list) -> list[RepairConversation]:
     start = time.perf_counter()
     repairs = asyncio.run(make_repairs(tasks, cfg.data.repair, cfg.prompt))
     print(f"sft repair conversations: {len(repairs)} scored in {time.perf_counter() - start:.0f} s "
-          f"({', '.join(sorted({r.kind for r in repairs}))})", flush=True)
+          f"({', '.join(sorted({'+'.join(r.kinds) for r in repairs}))})", flush=True)
     return repairs
 
 

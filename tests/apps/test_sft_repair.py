@@ -52,14 +52,15 @@ def test_broken_attempts_are_made_from_solutions(tasks):
 
 def test_each_attempt_gets_the_evaluators_real_feedback(repairs):
     by_name = {r.name: r for r in repairs}
+    assert all(len(r.attempts) == len(r.feedbacks) == len(r.kinds) == 1 for r in repairs)
     assert sorted(by_name) == sorted(f"{n}/repair-{k}" for n in NAMES for k in ("truncated", "other_task", "no_code"))
     # relu's module on add's two inputs: forward raises, and the feedback keeps the exception
-    wrong = by_name["level1/add/repair-other_task"].feedback
+    (wrong,) = by_name["level1/add/repair-other_task"].feedbacks
     assert wrong["role"] == "user" and wrong["content"].startswith("Result: runtime_error.")
     assert "TypeError: ModelNew.forward() takes 2 positional arguments but 3 were given" in wrong["content"]
-    assert "no ```python code block found" in by_name["level1/add/repair-no_code"].feedback["content"]
+    assert "no ```python code block found" in by_name["level1/add/repair-no_code"].feedbacks[0]["content"]
     for r in repairs:
-        assert len(r.feedback["content"]) <= 600 + 40  # feedback_chars (plus the trim marker)
+        assert len(r.feedbacks[0]["content"]) <= 600  # feedback_chars
 
 
 def test_an_attempt_that_passes_is_not_a_repair(tasks, monkeypatch):
@@ -72,19 +73,34 @@ def test_an_attempt_that_passes_is_not_a_repair(tasks, monkeypatch):
 
 
 def test_repair_example_is_the_second_turn_the_generator_sees(repairs, tokenizer):
-    conversation = next(r for r in repairs if r.kind == "other_task")
+    conversation = next(r for r in repairs if r.kinds == ["other_task"])
     example = repair_example(conversation, tokenizer, PROMPT)
     first = prompt_token_ids(tokenizer, task_messages(conversation.task, PROMPT))
-    attempt_ids = tokenizer.encode(conversation.attempt + "<|im_end|>", add_special_tokens=False)
+    attempt_ids = tokenizer.encode(conversation.attempts[0] + "<|im_end|>", add_special_tokens=False)
     # the rollout's own construction: first prompt + the sampled reply + the template's boundary ids
-    assert example.prompt_ids == ConversationTokens(tokenizer).extend(first, attempt_ids, conversation.feedback)
+    assert example.prompt_ids == ConversationTokens(tokenizer).extend(first, attempt_ids, conversation.feedbacks[0])
     assert example.prompt_ids[: len(first)] == first
     text = tokenizer.decode(example.prompt_ids)
-    assert conversation.feedback["content"] in text and text.endswith("<|im_start|>assistant\n")
+    assert conversation.feedbacks[0]["content"] in text and text.endswith("<|im_start|>assistant\n")
     assert tokenizer.decode(example.response_ids) == f"```python\n{conversation.task.solution.strip()}\n```<|im_end|>"
     # the loss covers the solution, never the broken attempt
     batch = collate_sft([example], tokenizer.pad_token_id)
     assert batch.target_ids[0][batch.loss_mask[0]].tolist() == example.response_ids
+
+
+def test_a_chain_is_the_turn_after_two_failures(tasks, tokenizer):
+    """[truncated, other_task]: two failed turns in the context, each with its own real feedback."""
+    cfg = RepairConfig(kinds=["no_code"], chains=[["truncated", "other_task"]])
+    chains = [r for r in asyncio.run(make_repairs(tasks, cfg, PROMPT)) if len(r.kinds) == 2]
+    assert [r.name for r in chains] == [f"{n}/repair-truncated+other_task" for n in NAMES]
+    chain = chains[0]
+    single = RepairConversation(chain.task, chain.kinds[:1], chain.attempts[:1], chain.feedbacks[:1])
+    one, two = repair_example(single, tokenizer, PROMPT), repair_example(chain, tokenizer, PROMPT)
+    attempt_ids = tokenizer.encode(chain.attempts[1] + "<|im_end|>", add_special_tokens=False)
+    assert two.prompt_ids == ConversationTokens(tokenizer).extend(one.prompt_ids, attempt_ids, chain.feedbacks[1])
+    assert two.response_ids == one.response_ids
+    with pytest.raises(ValueError, match="at least one failed attempt"):
+        RepairConfig(chains=[[]])
 
 
 def test_build_examples_adds_repairs_after_the_plain_pairs(tasks, repairs, tokenizer):
