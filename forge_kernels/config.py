@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
@@ -31,10 +32,12 @@ __all__ = [
     "apply_overrides",
     "load_config",
     "run_app",
+    "run_to_exit",
     "to_yaml",
 ]
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 class StrictModel(BaseModel):
@@ -255,3 +258,19 @@ def run_app(
         print(to_yaml(cfg), end="")
         return None
     return main(cfg)
+
+
+def run_to_exit(coro: Coroutine[Any, Any, T], failure: type[Exception], interrupted: str = "interrupted") -> T:
+    """Run an app's top coroutine; how it can fail becomes a message on stderr and an exit status:
+    a ``ConfigError`` found while running exits 2 (as at load), the app's own ``failure`` 1, Ctrl-C 130."""
+    try:
+        return asyncio.run(coro)
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except failure as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        print(interrupted, file=sys.stderr)
+        raise SystemExit(130) from None

@@ -13,14 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from actors.common import load_tokenizer
 from actors.reward import RewardActor
-from forge_kernels.config import ConfigError, run_app
+from forge_kernels.config import ConfigError, run_app, run_to_exit
 from forge_kernels.env.base import Environment, build_environment
 from forge_kernels.env.conversation import ConversationTokens
 from forge_kernels.env.multiturn import EnvTurnFeedback
@@ -102,17 +101,7 @@ def main(cfg: EvalAppConfig) -> dict[str, Any]:
         import torch
 
         torch.set_num_threads(cfg.torch_threads)
-    try:
-        report = asyncio.run(run(cfg))
-    except ConfigError as err:
-        print(f"config error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except EvalFailed as err:
-        print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(1) from None
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+    report = run_to_exit(run(cfg), EvalFailed)
     print(format_table(report))
     print(f"\nreport: {report['report_path']}" + (f"\nplot:   {report['plot_path']}" if report["plot_path"] else ""))
     return report

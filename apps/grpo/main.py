@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from actors.reference import ReferenceModel
 from actors.replay_buffer import ReplayBuffer
 from actors.reward import RewardActor
 from actors.trainer import Trainer
-from forge_kernels.config import ConfigError, run_app
+from forge_kernels.config import ConfigError, run_app, run_to_exit
 from forge_kernels.metrics import ConsoleBackendConfig, MetricLogger
 from forge_kernels.runtime import Actor, ActorCallError, ActorDiedError, shutdown, spawn
 from forge_kernels.distributed import free_port
@@ -173,17 +172,7 @@ def main(cfg: GRPOConfig) -> list[dict[str, float]]:
         import torch
 
         torch.set_num_threads(cfg.torch_threads)
-    try:
-        return asyncio.run(run(cfg))
-    except ConfigError as err:
-        print(f"config error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except GRPOFailed as err:
-        print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(1) from None
-    except KeyboardInterrupt:
-        print("interrupted: actors stopped, run directory kept", file=sys.stderr)
-        raise SystemExit(130) from None
+    return run_to_exit(run(cfg), GRPOFailed, "interrupted: actors stopped, run directory kept")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ template, ending with the opened assistant turn) followed by the solution in a f
 and ``<|im_end|>``. Prompt and response are tokenised separately, so the prompt ids are the very
 ids the generator later starts from, and the loss covers exactly the response ids (the solution
 and the end-of-turn token the model must learn to stop with). With ``repair`` set, repair
-conversations (``apps/sft/repair.py``) add second-turn examples: a failed attempt and its real
+conversations (``apps/sft/repair.py``) add later-turn examples: failed attempts and their real
 feedback in the prompt, the solution as the response.
 """
 

@@ -139,3 +139,26 @@ def test_app_cli_rejects_bad_trainer_lr():
     )
     assert proc.returncode == 2
     assert "trainer.lr" in proc.stderr and "expected float" in proc.stderr
+
+
+def test_run_to_exit_maps_how_an_app_ends_to_exit_statuses(capsys):
+    from forge_kernels.config import run_to_exit
+
+    class AppFailed(RuntimeError):
+        pass
+
+    async def ends_with(exc: BaseException | None):
+        if exc is not None:
+            raise exc
+        return "report"
+
+    assert run_to_exit(ends_with(None), AppFailed) == "report"
+    for exc, status, message in [(ConfigError("env.config.tasks: none"), 2, "config error: env.config.tasks: none"),
+                                 (AppFailed("trainer died"), 1, "error: trainer died"),
+                                 (KeyboardInterrupt(), 130, "stopped, run kept")]:
+        with pytest.raises(SystemExit) as exit_info:
+            run_to_exit(ends_with(exc), AppFailed, interrupted="stopped, run kept")
+        assert exit_info.value.code == status
+        assert capsys.readouterr().err.strip() == message
+    with pytest.raises(ValueError):  # anything else is a bug: it propagates with its traceback
+        run_to_exit(ends_with(ValueError("bug")), AppFailed)
