@@ -1,35 +1,16 @@
-"""Helpers for the GRPO app tests: the tiny CI config with a private run dir and store namespace,
-and a reward actor whose signal a random tiny model can learn from (no kernel needed)."""
+"""Helpers for the GRPO app tests (``tiny_config`` is in tests/conftest.py): reward actors whose
+signal a random tiny model can learn from (no kernel needed), and one that breaks mid-run."""
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
 
 import pytest
 
 from actors.reward import RewardActor
-from apps.grpo.config import GRPOConfig
-from forge_kernels.config import load_config
 from forge_kernels.env.base import Outcome
 from forge_kernels.runtime import endpoint
 from forge_kernels.tasks import Task
 from forge_kernels.types import Completion
-
-ROOT = Path(__file__).resolve().parents[2]
-TINY = ROOT / "configs" / "grpo_tiny.yaml"
-
-
-@pytest.fixture
-def tiny_config(tmp_path):
-    """``tiny_config(*overrides)`` -> GRPOConfig from configs/grpo_tiny.yaml, isolated in tmp_path."""
-
-    def make(*overrides: str) -> GRPOConfig:
-        base = [f"run_dir={tmp_path}/run", f"store.namespace=t{uuid.uuid4().hex[:8]}",
-                f"store.root={tmp_path}/shm", f"metrics.backends.1.path={tmp_path}/metrics.jsonl"]
-        return load_config(GRPOConfig, TINY, [*base, *overrides])
-
-    return make
 
 
 class EvenTokenReward(RewardActor):

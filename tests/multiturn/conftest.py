@@ -1,26 +1,21 @@
-"""Fixtures for the multi-turn tests: the tiny model's tokenizer (ChatML template), the tiny GRPO
-config and a reward actor a random tiny model can learn from (no kernel evaluation)."""
+"""Fixtures for the multi-turn tests: the tiny model's tokenizer (ChatML template) and a reward
+actor a random tiny model can learn from (no kernel evaluation); ``tiny_config`` is in tests/conftest.py."""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Coroutine
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from actors.reward import RewardActor
-from apps.grpo.config import GRPOConfig
-from forge_kernels.config import load_config
 from forge_kernels.env.base import Outcome
 from forge_kernels.models.tiny import train_tokenizer
 from forge_kernels.runtime import endpoint
 from forge_kernels.tasks import Task
 from forge_kernels.types import Completion
 
-TINY = Path(__file__).resolve().parents[2] / "configs" / "grpo_tiny.yaml"
 
 CORPUS = ["def forward(self, x):\n    return x * 2\n", "Result: output_value_mismatch. The output values differ.",
           "Write ModelNew using Triton kernels.", "```python\nimport torch\n```"] * 4
@@ -65,15 +60,3 @@ class EvenShareReward(RewardActor):
 @pytest.fixture
 def even_share_reward():
     return EvenShareReward
-
-
-@pytest.fixture
-def tiny_config(tmp_path):
-    """``tiny_config(*overrides)`` -> GRPOConfig from configs/grpo_tiny.yaml, isolated in tmp_path."""
-
-    def make(*overrides: str) -> GRPOConfig:
-        base = [f"run_dir={tmp_path}/run", f"store.namespace=t{uuid.uuid4().hex[:8]}",
-                f"store.root={tmp_path}/shm", f"metrics.backends.1.path={tmp_path}/metrics.jsonl"]
-        return load_config(GRPOConfig, TINY, [*base, *overrides])
-
-    return make
