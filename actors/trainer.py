@@ -14,6 +14,7 @@ engine's step with the configured loss. ``push_weights(v)`` writes the weights u
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Literal
 
@@ -25,6 +26,7 @@ from actors.engines.batching import collate_turns
 from actors.engines.hf_training import HFTrainingEngine, OptimConfig
 from actors.engines.titan_training import TitanConfig, TitanTrainingEngine
 from forge_kernels.config import StrictModel
+from forge_kernels.metrics import Reduce, record_metric
 from forge_kernels.distributed import DistributedConfig, init_process_group
 from forge_kernels.runtime import Actor, endpoint
 from forge_kernels.store import StoreConfig, build_store, weights_key
@@ -117,10 +119,15 @@ class Trainer(Actor):
         """Publish the current weights as ``version``; drop versions older than ``keep_versions``."""
         if version != self.version:
             raise ValueError(f"asked to push version {version} but the trainer's weights are version {self.version}")
+        start = time.monotonic()
         state = await asyncio.to_thread(self.engine.state_dict_for_push)  # a collective when sharded
         if self.rank != 0:
             return version
         await self.store.put_state_dict(state, weights_key(version))
+        record_metric("perf/weight_push_s", time.monotonic() - start)
+        device = torch.device(self.config.device)
+        if device.type == "cuda":
+            record_metric("perf/trainer_peak_gpu_gib", torch.cuda.max_memory_allocated(device) / 2**30, Reduce.MAX)
         for key in await self.store.keys("weights/v"):
             if int(key.rsplit("v", 1)[1]) <= version - self.config.keep_versions:
                 await self.store.delete(key)
