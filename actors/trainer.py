@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from actors.common import load_model, load_tokenizer, set_torch_threads
 from actors.engines.batching import collate_turns
@@ -60,11 +60,21 @@ class Trainer(Actor):
         store: StoreConfig = StoreConfig()
         keep_versions: int = Field(default=2, ge=1, description="published versions kept in the store")
         log_mismatch: bool = Field(default=True, description="recompute logprobs before each step (one forward)")
+        fused_lm_head: bool = Field(
+            default=False, description="score tokens from the last hidden states and the LM head in vocabulary "
+                                       "chunks, never materialising [B, T, V] logits (HF engine, one process)")
         torch_threads: int | None = Field(default=None, ge=1)
         master_port: int | None = Field(
             default=None, ge=1, le=65535,
             description="rank 0's port when the trainer runs as several processes (runtime procs > 1); "
                         "the GRPO app picks a free one")
+
+        @model_validator(mode="after")
+        def _fused_lm_head_needs_hf(self) -> Trainer.Config:
+            if self.fused_lm_head and self.engine != "hf":
+                raise ValueError("trainer.fused_lm_head is for engine: hf (TorchTitan's model applies its own "
+                                 "output layer); leave it off with engine: torchtitan")
+            return self
 
     async def setup(self) -> None:
         cfg = self.config
@@ -83,7 +93,7 @@ class Trainer(Actor):
     def _build_engine(self) -> HFTrainingEngine:
         cfg = self.config
         if cfg.engine == "hf":
-            return HFTrainingEngine(load_model(cfg.model_path), cfg.optim, cfg.loss, cfg.device)
+            return HFTrainingEngine(load_model(cfg.model_path), cfg.optim, cfg.loss, cfg.device, cfg.fused_lm_head)
         try:
             import torchtitan.distributed.fsdp  # noqa: F401  (the part that needs a recent torch)
         except ImportError as err:
