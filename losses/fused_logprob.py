@@ -46,7 +46,7 @@ def kernel_config(num_rows: int, vocab: int, device: torch.device) -> KernelConf
     """The launch for ``[num_rows, vocab]`` logits on ``device`` (env overrides for sweeps)."""
     if device.type == "cuda":
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        block, warps = 4096, 8
+        block, warps = 8192, 8  # best of a 4x3 sweep on the H100 (bench/RESULTS.md)
         splits = max(1, min(triton.cdiv(4 * sms, max(num_rows, 1)), triton.cdiv(vocab, block)))
     else:  # the interpreter: ~0.5 ms per program instance, so few, large blocks
         block, warps, splits = min(triton.next_power_of_2(vocab), 4096), 1, 1

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The fused logprob kernels on a lent GPU (device tool), from the repo root:
 #   bash scripts/gpu_logprob.sh        # GPU tests, bench.logprob, a block/warps sweep -> $OUT
-# Needs only the image's torch + triton (no wheels: losses/ imports nothing else).
+# The image lacks pydantic (losses/ imports it): carry .whl/ as scripts/gpu_check.sh does.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 timeout 240 python3 -m pytest tests/losses/test_fused_logprob_gpu.py tests/losses/test_logprobs_gpu.py -m gpu -q \
   -p no:cacheprovider -o addopts="--import-mode=importlib -ra" 2>&1 | tail -8 | tee "$out/logprob_tests.log"
 timeout 240 python3 -m bench.logprob 2>"$out/logprob_bench.err" | tee -a "$out/bench.jsonl"
