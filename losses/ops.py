@@ -15,16 +15,20 @@ from typing import Literal
 
 import torch
 
+from losses.fused_lm_head import DEFAULT_VOCAB_CHUNK, FusedLinearLogprobsAndEntropy
+from losses.fused_logprob import fused_token_logprobs
 from losses.logprob_function import DEFAULT_CHUNK_ELEMENTS, TargetLogprobsAndEntropy
 
 Metrics = dict[str, torch.Tensor]
 KLEstimator = Literal["k1", "k2", "k3", "k3_clamped"]
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "fixed-horizon"]
 RatioLevel = Literal["token", "sequence"]
+LogprobImpl = Literal["auto", "fused", "chunked"]
 
 __all__ = [
     "Aggregation",
     "KLEstimator",
+    "LogprobImpl",
     "Metrics",
     "RatioLevel",
     "aggregate",
@@ -38,6 +42,7 @@ __all__ = [
     "masked_std",
     "masked_sum",
     "token_logprobs",
+    "token_logprobs_from_hidden",
 ]
 
 
@@ -84,13 +89,17 @@ def token_logprobs(
     temperature: float = 1.0,
     ignore_index: int = -100,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    impl: LogprobImpl = "auto",
 ) -> tuple[tuple[torch.Tensor, torch.Tensor], Metrics]:
     """Logprob of each target token and the entropy of each position's distribution.
 
-    Math runs in fp32 (fp64 for fp64 logits) one chunk of rows at a time, so no full fp32 copy
-    of the logits is ever made (see :mod:`losses.logprob_function`). ``logits / temperature``
-    is the distribution scored, matching a generator that sampled at that temperature.
-    Positions whose target is ``ignore_index`` get logprob 0 and no gradient.
+    Math runs in fp32 (fp64 for fp64 logits) and no fp32 copy of the logits is ever made.
+    ``impl``: ``fused`` — the Triton kernels of :mod:`losses.fused_logprob` (one pass over the
+    logits forward, one backward); ``chunked`` — torch ops one chunk of rows at a time
+    (:mod:`losses.logprob_function`); ``auto`` — fused on CUDA for 16/32-bit logits, chunked
+    elsewhere (on CPU the fused kernels run only under Triton's interpreter, which is slow).
+    ``logits / temperature`` is the distribution scored, matching a generator that sampled at
+    that temperature. Positions whose target is ``ignore_index`` get logprob 0 and no gradient.
 
     Returns ``((logprobs [B, T], entropy [B, T]), metrics)``; both outputs carry gradients.
     """
@@ -104,13 +113,24 @@ def token_logprobs(
     vocab = logits.shape[-1]
     valid = target_ids != ignore_index
     safe_targets = torch.where(valid, target_ids, torch.zeros_like(target_ids))
-    logp, entropy = TargetLogprobsAndEntropy.apply(
-        logits.reshape(-1, vocab),
-        safe_targets.reshape(-1),
-        valid.reshape(-1),
-        float(temperature),
-        int(chunk_elements),
-    )
+    if impl == "auto":
+        impl = "fused" if logits.is_cuda and logits.dtype != torch.float64 else "chunked"
+    if impl == "fused":
+        if logits.dtype == torch.float64:
+            raise ValueError("impl='fused' computes in fp32; fp64 logits need impl='chunked' (or 'auto')")
+        logp, entropy = fused_token_logprobs(
+            logits.reshape(-1, vocab), safe_targets.reshape(-1), valid.reshape(-1), float(temperature)
+        )
+    elif impl == "chunked":
+        logp, entropy = TargetLogprobsAndEntropy.apply(
+            logits.reshape(-1, vocab),
+            safe_targets.reshape(-1),
+            valid.reshape(-1),
+            float(temperature),
+            int(chunk_elements),
+        )
+    else:
+        raise ValueError(f"impl must be 'auto', 'fused' or 'chunked', got {impl!r}")
     logp = logp.reshape(target_ids.shape)
     entropy = entropy.reshape(target_ids.shape)
     with torch.no_grad():
@@ -118,6 +138,41 @@ def token_logprobs(
             "loss/logprob_mean": masked_mean(logp.detach(), valid),
             "loss/entropy": masked_mean(entropy.detach(), valid),
         }
+    return (logp, entropy), metrics
+
+
+def token_logprobs_from_hidden(
+    hidden: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    target_ids: torch.Tensor,
+    temperature: float = 1.0,
+    ignore_index: int = -100,
+    vocab_chunk: int = DEFAULT_VOCAB_CHUNK,
+) -> tuple[tuple[torch.Tensor, torch.Tensor], Metrics]:
+    """:func:`token_logprobs` of ``hidden @ lm_head_weight.T`` without materialising those logits.
+
+    ``hidden`` is ``target_ids.shape + (d,)`` (the last hidden states), ``lm_head_weight`` is
+    ``[V, d]``; the vocabulary is processed ``vocab_chunk`` columns at a time
+    (:mod:`losses.fused_lm_head`). Gradients flow to ``hidden`` and ``lm_head_weight``.
+    """
+    if hidden.shape[:-1] != target_ids.shape or lm_head_weight.dim() != 2 or \
+            lm_head_weight.shape[1] != hidden.shape[-1]:
+        raise ValueError(
+            f"hidden {tuple(hidden.shape)} must be target_ids.shape + (d,) and lm_head_weight "
+            f"{tuple(lm_head_weight.shape)} must be (vocab, d); target_ids is {tuple(target_ids.shape)}"
+        )
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    valid = target_ids != ignore_index
+    safe_targets = torch.where(valid, target_ids, torch.zeros_like(target_ids))
+    logp, entropy = FusedLinearLogprobsAndEntropy.apply(
+        hidden.reshape(-1, hidden.shape[-1]), lm_head_weight, safe_targets.reshape(-1), valid.reshape(-1),
+        float(temperature), int(vocab_chunk),
+    )
+    logp, entropy = logp.reshape(target_ids.shape), entropy.reshape(target_ids.shape)
+    with torch.no_grad():
+        metrics = {"loss/logprob_mean": masked_mean(logp.detach(), valid),
+                   "loss/entropy": masked_mean(entropy.detach(), valid)}
     return (logp, entropy), metrics
 
 
