@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: install demo demo-multiturn smoke sft test test-slow test-gpu test-vllm test-titan test-engines bench clean
+.PHONY: install demo demo-multiturn smoke sft test test-slow test-gpu test-vllm test-titan test-engines docs bench clean
 install:
 	@bash scripts/install.sh
 
@@ -48,5 +48,9 @@ test-engines:
 	@FORGE_VLLM_VENV=$(VLLM_VENV) bash scripts/install_vllm.sh
 	$(VLLM_VENV)/bin/python -m pytest -m "(vllm or titan) and not gpu" -q tests/vllm tests/titan
 
+# The documentation site (docs/ + mkdocs.yml) into site/; strict: a broken link or page fails
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 clean:
-	rm -rf .venv .venv-vllm runs outputs .pytest_cache
+	rm -rf .venv .venv-vllm runs outputs .pytest_cache site

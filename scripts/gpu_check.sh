@@ -2,7 +2,7 @@
 # GPU checks, run on a lent CUDA machine (the device tool) from the repo root:
 #   bash scripts/gpu_check.sh            # logs and bench JSON under $OUT (default ./gpu-out)
 # The machine's image has torch/triton but not pydantic, omegaconf, fastapi or uvicorn: those
-# travel as wheels in .whl/ (see bench/RESULTS.md for how they are fetched) and are installed
+# travel as wheels in .whl/ (docs/gpu.md says how to build that folder) and are installed
 # into /tmp/site. The local runtime backend is used (monarch does not travel).
 set -uo pipefail
 out=${OUT:-gpu-out}
