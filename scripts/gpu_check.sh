@@ -1,16 +1,10 @@
 #!/usr/bin/env bash
 # GPU checks, run on a lent CUDA machine (the device tool) from the repo root:
 #   bash scripts/gpu_check.sh            # logs and bench JSON under $OUT (default ./gpu-out)
-# The machine's image has torch/triton but not pydantic, omegaconf, fastapi or uvicorn: those
-# travel as wheels in .whl/ (docs/gpu.md says how to build that folder) and are installed
-# into /tmp/site. The local runtime backend is used (monarch does not travel).
+# Carried wheels and paths: scripts/gpu_env.sh. The local runtime backend is used (monarch does
+# not travel).
 set -uo pipefail
-out=${OUT:-gpu-out}
-mkdir -p "$out"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-fi
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+source scripts/gpu_env.sh
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
