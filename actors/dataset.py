@@ -8,9 +8,10 @@ checkpoint's chat template and tokenised, so the generator and trainer see exact
 
 from __future__ import annotations
 
-import itertools
+import json
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -25,6 +26,11 @@ from forge_kernels.runtime import Actor, endpoint
 from forge_kernels.types import Completion
 
 __all__ = ["CurriculumStage", "DatasetActor", "TaskSample"]
+
+
+def _jsonable(rng_state: tuple) -> list:
+    version, internal, gauss = rng_state
+    return [version, list(internal), gauss]
 
 
 class CurriculumStage(StrictModel):
@@ -94,7 +100,7 @@ class DatasetActor(Actor):
         self.epoch = 0
         self._order: list[Any] = []
         self._levels: tuple[int, ...] | None = None
-        self._groups = itertools.count()
+        self._next_group = 0
 
     def _stage_levels(self, policy_version: int) -> tuple[int, ...] | None:
         stages = [s for s in self.config.curriculum if s.from_version <= policy_version]
@@ -114,7 +120,9 @@ class DatasetActor(Actor):
             self.epoch += 1
         task = self._order.pop(0)
         messages, ids = self.prompts[task.name]
-        return TaskSample(task, ids, f"g{next(self._groups)}-{task.name}", self.epoch, messages)
+        group = self._next_group
+        self._next_group += 1
+        return TaskSample(task, ids, f"g{group}-{task.name}", self.epoch, messages)
 
     @endpoint
     async def continue_turns(self, task: Any, completions: list[Completion],
@@ -122,6 +130,29 @@ class DatasetActor(Actor):
         """Multi-turn: for each scored turn, ``env.is_done`` and the ids that open the next turn
         (the chat template's boundary and ``env.feedback_message``), rendered with this tokenizer."""
         return self.turn_feedback.continue_turns(task, completions, outcomes)
+
+    @endpoint
+    async def save_state(self, path: str) -> None:
+        """Write the position in the task stream (epoch, the rest of the current order, the next
+        group id, the curriculum stage) and the shuffling RNG into ``path`` (``dataset.json``)."""
+        state = {"rng": _jsonable(self.rng.getstate()), "epoch": self.epoch, "order": [t.name for t in self._order],
+                 "levels": self._levels, "next_group": self._next_group}
+        (Path(path) / "dataset.json").write_text(json.dumps(state))
+
+    @endpoint
+    async def load_state(self, path: str) -> None:
+        """Continue the task stream where :meth:`save_state` left it."""
+        state = json.loads((Path(path) / "dataset.json").read_text())
+        by_name = {t.name: t for t in self.tasks}
+        missing = [n for n in state["order"] if n not in by_name]
+        if missing:
+            raise ValueError(f"checkpoint {path!r}: its dataset position names tasks this run does not load: "
+                             f"{missing[:5]}")
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+        self.epoch, self._next_group = state["epoch"], state["next_group"]
+        self._order = [by_name[n] for n in state["order"]]
+        self._levels = None if state["levels"] is None else tuple(state["levels"])
 
     @endpoint
     async def num_tasks(self) -> int:

@@ -13,8 +13,9 @@ worker thread so the event loop — other actors, on the ``local`` backend — k
 from __future__ import annotations
 
 import asyncio
-import itertools
+import json
 import time
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -75,15 +76,16 @@ class Generator(Actor):
         self.gate = VersionGate()
         # a fixed seed must not give every call the same samples: each call gets the next seed
         seed = self.config.sampling.seed
-        self._seeds = None if seed is None else itertools.count(seed * 1_000_003 + self.rank)
+        self._next_seed = None if seed is None else seed * 1_000_003 + self.rank
 
     @endpoint
     async def generate(self, prompt_ids: list[list[int]], n: int,
                        sampling: SamplingConfig | None = None) -> list[Completion]:
         """``n`` completions per prompt (prompt-major), all from one policy version."""
         sampling = sampling or self.config.sampling
-        if self._seeds is not None and sampling.seed is not None:
-            sampling = sampling.model_copy(update={"seed": next(self._seeds)})
+        if self._next_seed is not None and sampling.seed is not None:
+            sampling = sampling.model_copy(update={"seed": self._next_seed})
+            self._next_seed += 1
         start = time.monotonic()
         async with self.gate.request():
             if isinstance(self.engine, HFGenerationEngine):
@@ -108,6 +110,19 @@ class Generator(Actor):
                 await self.engine.update_weights(version)
         record_metric("perf/weight_load_s", time.monotonic() - start)  # drain + read the store + load
         return version
+
+    @endpoint
+    async def save_state(self, path: str) -> None:
+        """Write this rank's next sampling seed into ``path`` (``generator-rank<r>.json``); the
+        weights are the trainer's (pushed again on resume)."""
+        (Path(path) / f"generator-rank{self.rank}.json").write_text(json.dumps({"next_seed": self._next_seed}))
+
+    @endpoint
+    async def load_state(self, path: str) -> None:
+        """Continue the seed sequence :meth:`save_state` recorded (a replica added since starts afresh)."""
+        part = Path(path) / f"generator-rank{self.rank}.json"
+        if part.is_file():
+            self._next_seed = json.loads(part.read_text())["next_seed"]
 
     @endpoint
     async def policy_version(self) -> int:

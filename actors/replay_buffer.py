@@ -22,8 +22,10 @@ import copy
 import random
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
+import torch
 from pydantic import Field
 
 from forge_kernels.config import StrictModel
@@ -158,4 +160,17 @@ class ReplayBuffer(Actor):
 
     @endpoint
     async def num_groups(self) -> int:
+        return len(self.groups)
+
+    @endpoint
+    async def save_state(self, path: str) -> None:
+        """Write the buffered groups (episodes with their policy versions) and the sampling RNG
+        into checkpoint directory ``path`` (``buffer.pt``)."""
+        torch.save({"groups": self.groups, "rng": self.rng.getstate()}, Path(path) / "buffer.pt")
+
+    @endpoint
+    async def load_state(self, path: str) -> int:
+        """Restore what :meth:`save_state` wrote; returns the number of groups restored."""
+        state = torch.load(Path(path) / "buffer.pt", weights_only=False)  # our own checkpoint
+        self.groups, _ = state["groups"], self.rng.setstate(state["rng"])
         return len(self.groups)

@@ -144,6 +144,34 @@ class Trainer(Actor):
         return version
 
     @endpoint
+    async def save_state(self, path: str) -> None:
+        """Write the engine's weights, optimiser, schedule and step, the policy version and this
+        process's RNG into checkpoint directory ``path`` (``trainer.pt``)."""
+        if self.config.engine != "hf":
+            raise ValueError("full-state checkpoints cover engine: hf; engine: torchtitan checkpoints itself with "
+                             "trainer.titan.checkpoint (DCP)")
+        state = await asyncio.to_thread(self.engine.checkpoint_state)
+        if self.rank == 0:
+            payload = {**state, "version": self.version, "torch_rng": torch.get_rng_state()}
+            await asyncio.to_thread(torch.save, payload, Path(path) / "trainer.pt")
+
+    @endpoint
+    async def load_state(self, path: str) -> int:
+        """Restore :meth:`save_state`'s checkpoint; returns the policy version it holds."""
+        part = Path(path) / "trainer.pt"
+        try:
+            payload = await asyncio.to_thread(torch.load, part, map_location=self.config.device, weights_only=False)
+            rng = payload.pop("torch_rng")
+            version = int(payload.pop("version"))
+            self.engine.load_checkpoint_state(payload)
+        except (RuntimeError, KeyError, EOFError, ValueError, OSError) as err:
+            raise ValueError(f"checkpoint {str(path)!r}: cannot restore the trainer from {part.name}: "
+                             f"{str(err).splitlines()[0][:300]}") from err
+        torch.set_rng_state(rng.cpu() if hasattr(rng, "cpu") else rng)
+        self.version = version
+        return version
+
+    @endpoint
     async def current_version(self) -> int:
         return self.version
 

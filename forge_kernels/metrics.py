@@ -254,11 +254,13 @@ class JsonlBackend(Backend):
 class TensorBoardBackend(Backend):
     """Scalars and histograms through ``torch.utils.tensorboard`` (open with ``tensorboard --logdir``)."""
 
-    def __init__(self, logdir: str | Path) -> None:
+    def __init__(self, logdir: str | Path, purge_step: int | None = None) -> None:
+        """``purge_step``: a resumed run drops the events logged from that step on (a crashed
+        attempt's), so the steps it re-runs replace them."""
         from torch.utils.tensorboard import SummaryWriter  # heavy import: only when configured
 
         self.logdir = Path(logdir)
-        self._writer = SummaryWriter(log_dir=str(self.logdir))
+        self._writer = SummaryWriter(log_dir=str(self.logdir), purge_step=purge_step)
 
     def write(self, step: int, scalars: dict[str, float], histograms: dict[str, list[float]]) -> None:
         import numpy as np
@@ -305,13 +307,31 @@ class MetricsConfig(StrictModel):
     backends: list[BackendConfig] = Field(default_factory=lambda: [ConsoleBackendConfig()])
 
 
-def build_backend(cfg: Any, total_steps: int | None = None) -> Backend:
+def _keep_rows_before(path: Path, step: int) -> None:
+    """Drop the rows of ``step`` and later from a JSONL log (a resumed run re-runs those steps)."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line).get("step", -1) < step:
+                kept.append(line)
+        except json.JSONDecodeError:
+            continue  # a row cut short by the crash
+    path.write_text("".join(f"{line}\n" for line in kept))
+
+
+def build_backend(cfg: Any, total_steps: int | None = None, resume_step: int | None = None) -> Backend:
+    """The backend ``cfg`` describes; with ``resume_step`` a run resumed at that step continues the
+    logs of the run it resumes (earlier rows kept, rows from ``resume_step`` on replaced)."""
     if isinstance(cfg, ConsoleBackendConfig):
         return ConsoleBackend(keys=cfg.keys, total_steps=total_steps)
     if isinstance(cfg, JsonlBackendConfig):
-        return JsonlBackend(cfg.path, cfg.append)
+        if resume_step is not None:
+            _keep_rows_before(Path(cfg.path), resume_step)
+        return JsonlBackend(cfg.path, cfg.append or resume_step is not None)
     if isinstance(cfg, TensorBoardBackendConfig):
-        return TensorBoardBackend(cfg.logdir)
+        return TensorBoardBackend(cfg.logdir, purge_step=resume_step)
     raise TypeError(f"unknown metrics backend config {cfg!r}")
 
 
@@ -323,8 +343,9 @@ class MetricLogger:
         self.collector = collector or get_collector()
 
     @classmethod
-    def from_config(cls, cfg: MetricsConfig, total_steps: int | None = None) -> MetricLogger:
-        return cls([build_backend(b, total_steps) for b in cfg.backends])
+    def from_config(cls, cfg: MetricsConfig, total_steps: int | None = None,
+                    resume_step: int | None = None) -> MetricLogger:
+        return cls([build_backend(b, total_steps, resume_step) for b in cfg.backends])
 
     def flush(self, step: int, remote_states: list[dict[str, ReducerState]] = ()) -> dict[str, float]:
         """Reduce this process's metrics plus ``remote_states``, write them, return the scalars."""

@@ -229,6 +229,22 @@ class HFTrainingEngine:
         self.model.train()
         return out
 
+    def checkpoint_state(self) -> dict:
+        """Everything a resumed run needs of this engine: weights, AdamW moments, the LR
+        schedule and the step (one process; a sharded engine would need a distributed format)."""
+        if self.sharded:
+            raise ValueError("checkpointing a multi-process HF trainer is not supported; use one process, or "
+                             "engine: torchtitan with trainer.titan.checkpoint (DCP)")
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(), "step": self.step}
+
+    def load_checkpoint_state(self, state: dict) -> None:
+        """Restore :meth:`checkpoint_state` (strict: every weight of this model, nothing else)."""
+        self.model.load_state_dict(state["model"], strict=True)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step = int(state["step"])
+
     def state_dict_for_push(self) -> dict[str, torch.Tensor]:
         """Hugging Face-named full tensors to publish to the generators (or to save).
 

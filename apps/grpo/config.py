@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -13,6 +14,7 @@ from actors.reference import ReferenceModel
 from actors.replay_buffer import ReplayBuffer
 from actors.reward import RewardActor
 from actors.trainer import Trainer
+from forge_kernels.checkpoint import CheckpointConfig
 from forge_kernels.config import StrictModel
 from forge_kernels.env.base import EnvSpec
 from forge_kernels.env.multiturn import TurnsConfig
@@ -68,6 +70,10 @@ class GRPOConfig(StrictModel):
     steps: int = Field(default=10, ge=1, description="optimiser steps")
     run_dir: str = Field(default="runs/grpo", description="initial model (if built) and the final checkpoint")
     save_final: bool = Field(default=True, description="save the trained model to run_dir/final")
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    resume: str = Field(default="auto", min_length=1,
+                        description="auto (the newest complete checkpoint in checkpoint.dir, if any), never, "
+                                    "or the path of one checkpoint (must exist and match this configuration)")
     torch_threads: int | None = Field(default=None, ge=1, description="intra-op threads of this process")
     use_reference: bool | None = Field(
         default=None, description="spawn the reference model (null: only when trainer.loss.beta > 0)"
@@ -117,6 +123,11 @@ class GRPOConfig(StrictModel):
             raise ValueError(f"a trainer of procs={trainer.procs} ranks needs backend: monarch (one process per "
                              f"rank) and one replica; got backend={trainer.backend!r}, replicas={trainer.replicas}")
         return self
+
+    @property
+    def checkpoint_dir(self) -> str:
+        """Where checkpoints are written and ``resume: auto`` looks."""
+        return self.checkpoint.dir or str(Path(self.run_dir) / "checkpoints")
 
     @property
     def reference_enabled(self) -> bool:

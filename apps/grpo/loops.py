@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from actors.engines.batching import is_prefix_chained
@@ -201,8 +202,10 @@ def record_batch_rewards(episodes: list[Episode], multi_turn: bool = False) -> N
 class StepRunner:
     """Advantages -> train step -> publish weights -> metrics, shared by both modes."""
 
-    def __init__(self, actors: Actors, cfg: GRPOConfig, state: LoopState, logger: MetricLogger) -> None:
+    def __init__(self, actors: Actors, cfg: GRPOConfig, state: LoopState, logger: MetricLogger,
+                 checkpoint: Callable[[int], Awaitable[None]] | None = None) -> None:
         self.actors, self.cfg, self.state, self.logger = actors, cfg, state, logger
+        self.checkpoint = checkpoint
         self.weight_sync: asyncio.Task[Any] | None = None
         self._last = time.monotonic()
         self._last_tokens = 0
@@ -226,6 +229,13 @@ class StepRunner:
         self._last, self._last_tokens = now, self.state.generated_tokens
         scalars = self.logger.flush(step, await collect_metric_states(*self.actors.all()))
         self.state.history.append(scalars)
+        interval = self.cfg.checkpoint.interval
+        if self.checkpoint is not None and interval is not None and (
+                (step + 1) % interval == 0 or step + 1 == self.cfg.steps):
+            await self.finish_weight_sync()  # the generators are at this version when the state is taken
+            start = time.monotonic()
+            await self.checkpoint(step)
+            record_metric("perf/checkpoint_s", time.monotonic() - start)  # logged with the next step
         return scalars
 
     async def abandon_weight_sync(self) -> None:
@@ -241,20 +251,21 @@ class StepRunner:
             await task
 
 
-async def continuous_training(runner: StepRunner) -> None:
-    """``steps`` optimiser steps on batches from the buffer, then stop the rollouts."""
+async def continuous_training(runner: StepRunner, start: int = 0) -> None:
+    """Optimiser steps ``start`` .. ``steps - 1`` on batches from the buffer, then stop the rollouts."""
     try:
-        for step in range(runner.cfg.steps):
+        for step in range(start, runner.cfg.steps):
             await runner.train(step, await _next_batch(runner.actors, runner.cfg, runner.state))
         await runner.finish_weight_sync()
     finally:
         runner.state.stop.set()
 
 
-async def synchronous_steps(runner: StepRunner) -> None:
-    """Generate a batch at the current version, then train on it: no overlap, staleness 0."""
+async def synchronous_steps(runner: StepRunner, start: int = 0) -> None:
+    """Generate a batch at the current version, then train on it: no overlap, staleness 0
+    (steps ``start`` .. ``steps - 1``)."""
     actors, cfg, state = runner.actors, runner.cfg, runner.state
-    for step in range(cfg.steps):
+    for step in range(start, cfg.steps):
         await runner.finish_weight_sync()
         while await call(actors.buffer, "num_groups") < cfg.rollout.groups_per_step:
             missing = cfg.rollout.groups_per_step - await call(actors.buffer, "num_groups")

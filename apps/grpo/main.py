@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ from actors.reference import ReferenceModel
 from actors.replay_buffer import ReplayBuffer
 from actors.reward import RewardActor
 from actors.trainer import Trainer
+from forge_kernels.checkpoint import CheckpointWriter, complete_checkpoints, find_resume_point
 from forge_kernels.config import ConfigError, run_app, run_to_exit
 from forge_kernels.metrics import ConsoleBackendConfig, MetricLogger
 from forge_kernels.runtime import Actor, ActorCallError, ActorDiedError, shutdown, spawn
@@ -35,6 +37,7 @@ from apps.grpo.loops import (
     LoopState,
     StepRunner,
     call,
+    call_all,
     call_trainer,
     continuous_rollouts,
     continuous_training,
@@ -105,31 +108,49 @@ async def spawn_actors(cfg: GRPOConfig, model_path: str,
 
 
 async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None) -> list[dict[str, float]]:
-    """Run the app; returns the flushed metrics of every step. ``classes`` replaces actor classes."""
+    """Run the app; returns the flushed metrics of every step (of this invocation: a resumed run
+    returns the steps it ran). ``classes`` replaces actor classes."""
     model_path = resolve_model_path(cfg)
+    fingerprint = run_fingerprint(cfg, model_path)
+    resume = find_resume_point(cfg.resume, cfg.checkpoint_dir, fingerprint)
+    start = 0 if resume is None else resume.step + 1
+    if resume is not None:
+        log.warning("resuming from %s: step %d, policy version %d", resume.path, start, resume.version)
     store = build_store(cfg.store)
     await store.initialize()  # torchstore: starts its volume and controller (shm: nothing to do)
     for key in await store.keys("weights/"):  # a previous run's versions must not be mistaken for ours
         await store.delete(key)
     backends = [b.model_copy(update={"keys": PROGRESS_KEYS}) if isinstance(b, ConsoleBackendConfig) and b.keys is None
                 else b for b in cfg.metrics.backends]
-    logger = MetricLogger.from_config(cfg.metrics.model_copy(update={"backends": backends}), total_steps=cfg.steps)
+    logger = MetricLogger.from_config(cfg.metrics.model_copy(update={"backends": backends}), total_steps=cfg.steps,
+                                      resume_step=None if resume is None else start)
     state = LoopState()
     actors: Actors | None = None
     runner: StepRunner | None = None
     try:
         actors = await spawn_actors(cfg, model_path, classes)
-        await call_trainer(actors.trainer, "push_weights", 0)  # version 0 too, for generators restarted later
-        runner = StepRunner(actors, cfg, state, logger)
+        if resume is not None:
+            state.version = await restore(actors, str(resume.path))
+        # the current version (0 on a fresh start, for generators restarted later too) reaches the store
+        await call_trainer(actors.trainer, "push_weights", state.version)
+        if state.version:
+            await call_all(actors.generator, "update_weights", state.version)
+        writer = None if cfg.checkpoint.interval is None else CheckpointWriter(cfg.checkpoint_dir, cfg.checkpoint.keep)
+        runner = StepRunner(actors, cfg, state, logger, checkpoint=None if writer is None else
+                            lambda step: save_checkpoint(actors, writer, step, state.version, fingerprint))
         if cfg.mode == "sync":
-            await synchronous_steps(runner)
+            await synchronous_steps(runner, start)
         else:
-            await _run_async(actors, cfg, state, runner)
+            await _run_async(actors, cfg, state, runner, start)
         if cfg.save_final:
             await call_trainer(actors.trainer, "save", str(Path(cfg.run_dir) / "final"))
         return state.history
     except (ActorCallError, ActorDiedError) as err:
-        raise GRPOFailed(f"GRPO stopped at policy version {state.version}: {err}") from err
+        hint = ""
+        if cfg.checkpoint.interval is not None:
+            newest = complete_checkpoints(cfg.checkpoint_dir)
+            hint = f"; resume from {newest[-1]} (resume: auto)" if newest else ""
+        raise GRPOFailed(f"GRPO stopped at policy version {state.version}: {err}{hint}") from err
     finally:
         if runner is not None:
             await runner.abandon_weight_sync()
@@ -145,11 +166,41 @@ async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None)
         await store.close()
 
 
-async def _run_async(actors: Actors, cfg: GRPOConfig, state: LoopState, runner: StepRunner) -> None:
+def run_fingerprint(cfg: GRPOConfig, model_path: str) -> dict[str, Any]:
+    """What a checkpoint must share with this run to be resumed by it: the model's shape, the
+    loss and the trainer's world size."""
+    model = json.loads((Path(model_path) / "config.json").read_text())
+    shape = {k: model.get(k) for k in ("model_type", "vocab_size", "hidden_size", "num_hidden_layers",
+                                       "num_attention_heads", "num_key_value_heads", "intermediate_size")}
+    return {"model": shape, "loss": type(cfg.trainer.loss).loss_name, "trainer_procs": cfg.runtime_for("trainer").procs,
+            "trainer_engine": cfg.trainer.engine}
+
+
+async def save_checkpoint(actors: Actors, writer: CheckpointWriter, step: int, version: int,
+                          fingerprint: dict[str, Any]) -> None:
+    """Every stateful actor writes its part into a fresh directory, then it is committed at once."""
+    path = str(writer.begin(step))
+    await call_all(actors.trainer, "save_state", path)
+    await call(actors.dataset, "save_state", path)
+    await call_all(actors.generator, "save_state", path)
+    await call(actors.buffer, "save_state", path)
+    writer.commit(version, fingerprint)
+
+
+async def restore(actors: Actors, path: str) -> int:
+    """Load a checkpoint into the freshly spawned actors; returns its policy version."""
+    versions = await call_all(actors.trainer, "load_state", path)
+    await call(actors.dataset, "load_state", path)
+    await call_all(actors.generator, "load_state", path)
+    await call(actors.buffer, "load_state", path)
+    return versions[0]
+
+
+async def _run_async(actors: Actors, cfg: GRPOConfig, state: LoopState, runner: StepRunner, start: int = 0) -> None:
     """N rollout loops and one training loop; the first failure cancels everything."""
     tasks = [asyncio.create_task(continuous_rollouts(actors, cfg, state), name=f"continuous_rollouts[{i}]")
              for i in range(cfg.rollout.loops)]
-    trainer = asyncio.create_task(continuous_training(runner), name="continuous_training")
+    trainer = asyncio.create_task(continuous_training(runner, start), name="continuous_training")
     tasks.append(trainer)
     try:
         while not trainer.done():
