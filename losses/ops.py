@@ -11,6 +11,7 @@ tokens that count.
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 import torch
@@ -21,10 +22,12 @@ Metrics = dict[str, torch.Tensor]
 KLEstimator = Literal["k1", "k2", "k3", "k3_clamped"]
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "fixed-horizon"]
 RatioLevel = Literal["token", "sequence"]
+LogprobImpl = Literal["auto", "fused", "chunked"]
 
 __all__ = [
     "Aggregation",
     "KLEstimator",
+    "LogprobImpl",
     "Metrics",
     "RatioLevel",
     "aggregate",
@@ -78,19 +81,41 @@ def masked_min(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------- logprobs and entropy
 
 
+def _use_fused(logits: torch.Tensor, impl: LogprobImpl) -> bool:
+    """``auto``: the fused Triton kernels on CUDA for bf16/fp16/fp32 logits; elsewhere the chunked op.
+
+    On CPU the fused kernels run only through Triton's interpreter, so ``auto`` picks them there
+    only when ``FORGE_LOGPROB_IMPL=fused`` is set (with ``TRITON_INTERPRET=1``); fp64 logits
+    always take the chunked op, which keeps fp64 math.
+    """
+    if impl not in ("auto", "fused", "chunked"):
+        raise ValueError(f"logprob impl must be 'auto', 'fused' or 'chunked'; got {impl!r}")
+    if impl != "auto":
+        return impl == "fused"
+    if logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        return False
+    if logits.is_cuda:
+        return True
+    return os.environ.get("FORGE_LOGPROB_IMPL") == "fused" and os.environ.get("TRITON_INTERPRET") == "1"
+
+
 def token_logprobs(
     logits: torch.Tensor,
     target_ids: torch.Tensor,
     temperature: float = 1.0,
     ignore_index: int = -100,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    impl: LogprobImpl = "auto",
 ) -> tuple[tuple[torch.Tensor, torch.Tensor], Metrics]:
     """Logprob of each target token and the entropy of each position's distribution.
 
-    Math runs in fp32 (fp64 for fp64 logits) one chunk of rows at a time, so no full fp32 copy
-    of the logits is ever made (see :mod:`losses.logprob_function`). ``logits / temperature``
-    is the distribution scored, matching a generator that sampled at that temperature.
-    Positions whose target is ``ignore_index`` get logprob 0 and no gradient.
+    Math runs in fp32 (fp64 for fp64 logits) and no full fp32 copy of the logits is ever made.
+    ``impl="fused"`` (the default on CUDA): one Triton pass over the vocabulary forward and one
+    backward (:mod:`losses.fused_logprob`); ``impl="chunked"``: torch ops one chunk of rows at a
+    time (:mod:`losses.logprob_function`; ``chunk_elements`` sizes the chunks), the fallback
+    where Triton cannot run. ``logits / temperature`` is the distribution scored, matching a
+    generator that sampled at that temperature. Positions whose target is ``ignore_index`` get
+    logprob 0 and no gradient.
 
     Returns ``((logprobs [B, T], entropy [B, T]), metrics)``; both outputs carry gradients.
     """
@@ -104,13 +129,20 @@ def token_logprobs(
     vocab = logits.shape[-1]
     valid = target_ids != ignore_index
     safe_targets = torch.where(valid, target_ids, torch.zeros_like(target_ids))
-    logp, entropy = TargetLogprobsAndEntropy.apply(
-        logits.reshape(-1, vocab),
-        safe_targets.reshape(-1),
-        valid.reshape(-1),
-        float(temperature),
-        int(chunk_elements),
-    )
+    if _use_fused(logits, impl):
+        from losses.fused_logprob import fused_target_logprobs  # imports triton
+
+        logp, entropy = fused_target_logprobs(
+            logits.reshape(-1, vocab), safe_targets.reshape(-1), valid.reshape(-1), float(temperature)
+        )
+    else:
+        logp, entropy = TargetLogprobsAndEntropy.apply(
+            logits.reshape(-1, vocab),
+            safe_targets.reshape(-1),
+            valid.reshape(-1),
+            float(temperature),
+            int(chunk_elements),
+        )
     logp = logp.reshape(target_ids.shape)
     entropy = entropy.reshape(target_ids.shape)
     with torch.no_grad():
