@@ -41,6 +41,7 @@ __all__ = [
     "masked_std",
     "masked_sum",
     "token_logprobs",
+    "token_logprobs_from_hidden",
 ]
 
 
@@ -145,6 +146,58 @@ def token_logprobs(
         )
     logp = logp.reshape(target_ids.shape)
     entropy = entropy.reshape(target_ids.shape)
+    with torch.no_grad():
+        metrics = {
+            "loss/logprob_mean": masked_mean(logp.detach(), valid),
+            "loss/entropy": masked_mean(entropy.detach(), valid),
+        }
+    return (logp, entropy), metrics
+
+
+def token_logprobs_from_hidden(
+    hidden: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    target_ids: torch.Tensor,
+    temperature: float = 1.0,
+    ignore_index: int = -100,
+    chunk_vocab: int | None = None,
+    impl: LogprobImpl = "auto",
+) -> tuple[tuple[torch.Tensor, torch.Tensor], Metrics]:
+    """:func:`token_logprobs` of ``logits = hidden @ lm_head_weight.T`` without materialising them.
+
+    ``hidden`` is ``[B, T, d]`` (or ``[N, d]``), ``lm_head_weight`` ``[V, d]`` (no bias), in one
+    dtype. The fused path (:mod:`losses.fused_linear_logprob`, default on CUDA) walks the
+    vocabulary ``chunk_vocab`` rows of the head at a time in both passes; gradients flow to
+    ``hidden`` and ``lm_head_weight``. Elsewhere the logits are materialised and scored by
+    :func:`token_logprobs` (same results). Returns ``((logprobs, entropy), metrics)`` shaped
+    like ``target_ids``.
+    """
+    if hidden.dim() < 2 or hidden.shape[:-1] != target_ids.shape:
+        raise ValueError(
+            f"hidden {tuple(hidden.shape)} must be target_ids.shape + (d,); target_ids is {tuple(target_ids.shape)}"
+        )
+    if lm_head_weight.dim() != 2 or lm_head_weight.shape[1] != hidden.shape[-1]:
+        raise ValueError(
+            f"lm_head_weight {tuple(lm_head_weight.shape)} must be [vocab, {hidden.shape[-1]}] to match hidden"
+        )
+    if hidden.dtype != lm_head_weight.dtype:
+        raise ValueError(f"hidden ({hidden.dtype}) and lm_head_weight ({lm_head_weight.dtype}) must share a dtype")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if not _use_fused(hidden, impl):
+        return token_logprobs(hidden @ lm_head_weight.T, target_ids, temperature, ignore_index, impl="chunked")
+    from losses.fused_linear_logprob import DEFAULT_CHUNK_VOCAB, LinearTargetLogprobsAndEntropy
+
+    chunk = DEFAULT_CHUNK_VOCAB if chunk_vocab is None else int(chunk_vocab)
+    if chunk < 1:
+        raise ValueError(f"chunk_vocab must be >= 1, got {chunk_vocab}")
+    valid = target_ids != ignore_index
+    safe_targets = torch.where(valid, target_ids, torch.zeros_like(target_ids))
+    logp, entropy = LinearTargetLogprobsAndEntropy.apply(
+        hidden.reshape(-1, hidden.shape[-1]), lm_head_weight, safe_targets.reshape(-1), valid.reshape(-1),
+        float(temperature), chunk, None,
+    )
+    logp, entropy = logp.reshape(target_ids.shape), entropy.reshape(target_ids.shape)
     with torch.no_grad():
         metrics = {
             "loss/logprob_mean": masked_mean(logp.detach(), valid),

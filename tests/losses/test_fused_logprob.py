@@ -134,3 +134,34 @@ def test_config_validation_and_env_overrides(monkeypatch):
     monkeypatch.setenv("FORGE_LOGPROB_FWD_BLOCK", "big")
     with pytest.raises(ValueError, match="FORGE_LOGPROB_FWD_BLOCK must be an integer"):
         default_config(torch.device("cuda"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_from_hidden_matches_unfused_logits_path(dtype):
+    from losses.ops import token_logprobs_from_hidden
+
+    torch.manual_seed(4)
+    b, t, d, vocab = 2, 3, 16, 300
+    hidden = (torch.randn(b, t, d) * 0.5).to(dtype).to(DEVICE)
+    weight = torch.randn(vocab, d).to(dtype).to(DEVICE)
+    targets = torch.randint(0, vocab, (b, t), device=DEVICE)
+    targets[1, 0] = -100
+    w_lp, w_h = torch.randn(b, t, device=DEVICE), torch.randn(b, t, device=DEVICE)
+    results = []
+    for fused in (True, False):
+        h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+        if fused:  # 3 vocab chunks of 128/128/44 rows of the head
+            (logp, ent), _ = token_logprobs_from_hidden(h, w, targets, temperature=0.8, chunk_vocab=128, impl="fused")
+        else:
+            (logp, ent), _ = token_logprobs(h @ w.T, targets, temperature=0.8, impl="chunked")
+        ((logp * w_lp).sum() + (ent * w_h).sum()).backward()
+        results.append((logp.detach(), ent.detach(), h.grad.float(), w.grad.float()))
+    (lp_f, h_f, dh_f, dw_f), (lp_u, h_u, dh_u, dw_u) = results
+    assert torch.allclose(lp_f, lp_u, atol=1e-5, rtol=0) and torch.allclose(h_f, h_u, atol=1e-4, rtol=0)
+    assert lp_f[1, 0] == 0
+    rtol = GRAD_RTOL[dtype]
+    for fused_grad, unfused_grad in ((dh_f, dh_u), (dw_f, dw_u)):
+        scale = unfused_grad.abs().max().item()
+        assert scale > 0
+        # bf16: each path rounds its logits' gradient to bf16 before its matmul; sums of d terms
+        assert (fused_grad - unfused_grad).abs().max().item() <= 4 * rtol * scale + 1e-6
