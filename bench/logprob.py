@@ -169,6 +169,8 @@ def sweep(base: torch.Tensor, targets: torch.Tensor, temperature: float, repeats
     for block in (2048, 4096, 8192):
         for warps in (4, 8, 16):
             configs.append(KernelConfig(fwd_block=block, fwd_warps=warps, bwd_block=block, bwd_warps=warps))
+    for stages in (1, 2, 4):
+        configs.append(KernelConfig(fwd_stages=stages, bwd_stages=stages))
     few = base[:64]
     for splits in (1, 4, 8, 16, 32):
         configs.append(KernelConfig(splits=splits))
@@ -188,8 +190,8 @@ def sweep(base: torch.Tensor, targets: torch.Tensor, temperature: float, repeats
 
 
 def print_table(rows: list[dict[str, object]]) -> None:
-    cols = ["rows", "fwd_block", "fwd_warps", "bwd_block", "bwd_warps", "splits", "fwd_ms", "fwd_bwd_ms",
-            "fwd_gbps", "bwd_gbps"]
+    cols = ["rows", "fwd_block", "fwd_warps", "bwd_block", "bwd_warps", "fwd_stages", "splits", "fwd_ms",
+            "fwd_bwd_ms", "fwd_gbps", "bwd_gbps"]
     print(" | ".join(f"{c:>10}" for c in cols), file=sys.stderr)
     for r in rows:
         cells = [f"{r[c]:10.3f}" if isinstance(r.get(c), float) else f"{r.get(c, '-')!s:>10}" for c in cols]

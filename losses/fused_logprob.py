@@ -42,15 +42,18 @@ class KernelConfig:
     """Launch parameters of the two passes.
 
     ``*_block``: vocabulary elements one program loads per iteration (a power of two);
-    ``*_warps``: warps per program (ignored by the interpreter); ``min_programs``: the row
+    ``*_warps``: warps per program and ``*_stages``: software-pipelining depth of the vocabulary
+    loop (both ignored by the interpreter); ``min_programs``: the row
     count below which each row's vocabulary is split so that about this many programs run
     (a few waves over the GPU's multiprocessors); ``splits``: force a split factor (0 = auto).
     """
 
     fwd_block: int = 4096
     fwd_warps: int = 8
+    fwd_stages: int = 3
     bwd_block: int = 4096
     bwd_warps: int = 8
+    bwd_stages: int = 3
     min_programs: int = 528  # 4 waves over an H100's 132 SMs
     splits: int = 0
 
@@ -62,6 +65,8 @@ CPU_CONFIG = KernelConfig(fwd_block=1024, fwd_warps=1, bwd_block=1024, bwd_warps
 _ENV_FIELDS = {
     "FORGE_LOGPROB_FWD_BLOCK": "fwd_block",
     "FORGE_LOGPROB_FWD_WARPS": "fwd_warps",
+    "FORGE_LOGPROB_FWD_STAGES": "fwd_stages",
+    "FORGE_LOGPROB_BWD_STAGES": "bwd_stages",
     "FORGE_LOGPROB_BWD_BLOCK": "bwd_block",
     "FORGE_LOGPROB_BWD_WARPS": "bwd_warps",
     "FORGE_LOGPROB_MIN_PROGRAMS": "min_programs",
@@ -95,6 +100,9 @@ def validate_config(config: KernelConfig) -> None:
         value = getattr(config, field)
         if value not in (1, 2, 4, 8, 16, 32):
             raise ValueError(f"{field} must be one of 1, 2, 4, 8, 16, 32; got {value}")
+    for field in ("fwd_stages", "bwd_stages"):
+        if not 1 <= getattr(config, field) <= 8:
+            raise ValueError(f"{field} must be in [1, 8], got {getattr(config, field)}")
     if config.min_programs < 1 or config.splits < 0:
         raise ValueError(f"min_programs must be >= 1 and splits >= 0; got {config}")
 
@@ -206,7 +214,7 @@ def row_stats(
     if num_rows:
         _kernel("stats", logits.device)[(num_rows, splits)](
             logits, logits.stride(0), parts[0], parts[1], parts[2], vocab, chunk, splits,
-            1.0 / temperature, BLOCK=config.fwd_block, num_warps=config.fwd_warps,
+            1.0 / temperature, BLOCK=config.fwd_block, num_warps=config.fwd_warps, num_stages=config.fwd_stages,
         )
     return merge_stats(parts[0], parts[1], parts[2])
 
@@ -252,7 +260,7 @@ def write_grad(
         _kernel("grad", logits.device)[(num_rows, splits)](
             logits, logits.stride(0), grad_out, grad_out.stride(0), targets, lse, entropy,
             grad_logp, grad_entropy, vocab, chunk, 1.0 / temperature,
-            BLOCK=config.bwd_block, num_warps=config.bwd_warps,
+            BLOCK=config.bwd_block, num_warps=config.bwd_warps, num_stages=config.bwd_stages,
         )
     return grad_out
 
