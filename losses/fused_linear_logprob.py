@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from losses.fused_logprob import KernelConfig, default_config, lse_and_entropy, merge_stats, row_stats, write_grad
+from losses.fused_logprob import KernelConfig, default_config, logprob_lse_and_entropy, merge_stats, row_stats, write_grad
 
 DEFAULT_CHUNK_VOCAB = 8192
 
@@ -60,8 +60,9 @@ class LinearTargetLogprobsAndEntropy(torch.autograd.Function):
             local = (targets - start).clamp(0, end - start - 1).unsqueeze(-1)
             target_z = torch.where(inside, logits.gather(-1, local).squeeze(-1).float(), target_z)
             del logits
-        lse, entropy = lse_and_entropy(*merge_stats(parts[0], parts[1], parts[2]))
-        logp = torch.where(valid, target_z * (1.0 / temperature) - lse, torch.zeros_like(lse))
+        logp, lse, entropy = logprob_lse_and_entropy(target_z * (1.0 / temperature),
+                                                     *merge_stats(parts[0], parts[1], parts[2]))
+        logp = torch.where(valid, logp, torch.zeros_like(logp))
         ctx.save_for_backward(hidden, weight, targets, valid, lse, entropy)
         ctx.temperature, ctx.chunk_vocab, ctx.config = temperature, chunk_vocab, config
         ctx.set_materialize_grads(False)

@@ -230,12 +230,16 @@ def merge_stats(
     return m_all.squeeze(-1), l_all, a_all
 
 
-def lse_and_entropy(
-    m: torch.Tensor, l: torch.Tensor, a: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(logsumexp(z), -sum p log p)`` from merged stats."""
+def logprob_lse_and_entropy(
+    target_z: torch.Tensor, m: torch.Tensor, l: torch.Tensor, a: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(z[target] - logsumexp(z), logsumexp(z), -sum p log p)`` from merged stats.
+
+    The logprob is ``(z[target] - max) - log l``: for a peaked row (target = max, large ``z``)
+    that is exact where ``z[target] - (max + log l)`` would lose ``ulp(max) / 2``.
+    """
     log_l = torch.log(l)
-    return m + log_l, log_l - a / l
+    return (target_z - m) - log_l, m + log_l, log_l - a / l
 
 
 def write_grad(
@@ -288,9 +292,9 @@ class FusedTargetLogprobsAndEntropy(torch.autograd.Function):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         logits = _unit_stride(logits)
         config = config or default_config(logits.device)
-        lse, entropy = lse_and_entropy(*row_stats(logits, temperature, config))
         target_z = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1).float() * (1.0 / temperature)
-        logp = torch.where(valid, target_z - lse, torch.zeros_like(lse))
+        logp, lse, entropy = logprob_lse_and_entropy(target_z, *row_stats(logits, temperature, config))
+        logp = torch.where(valid, logp, torch.zeros_like(logp))
         ctx.save_for_backward(logits, targets, valid, lse, entropy)
         ctx.temperature = temperature
         ctx.config = config
@@ -336,7 +340,7 @@ __all__ = [
     "default_config",
     "fused_target_logprobs",
     "interpreter_on",
-    "lse_and_entropy",
+    "logprob_lse_and_entropy",
     "merge_stats",
     "row_stats",
     "write_grad",
