@@ -20,7 +20,14 @@ from typing import Any
 
 import torch
 
-from losses.fused_logprob import KernelConfig, default_config, logprob_lse_and_entropy, merge_stats, row_stats, write_grad
+from losses.fused_logprob import (
+    KernelConfig,
+    default_config,
+    logprob_lse_and_entropy,
+    merge_stats,
+    row_stats,
+    write_grad,
+)
 
 DEFAULT_CHUNK_VOCAB = 8192
 

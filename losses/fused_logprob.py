@@ -16,8 +16,9 @@ Extra memory is ``O(N * splits)`` fp32 numbers plus the gradient itself.
 The same kernels run on CUDA (compiled) and on CPU through Triton's interpreter (tests). Triton
 decides at import time whether its own ``@jit`` helpers (``tl.sum``, ...) are interpreted, so
 CPU tensors need ``TRITON_INTERPRET=1`` set before torch/triton are imported (tests/conftest.py
-does so on machines without a GPU). The interpreter's bf16 arithmetic is wrong, so every load is upcast to fp32 at once, and every load
-is masked (an out-of-bounds load there returns garbage).
+does so on machines without a GPU). The interpreter's bf16 arithmetic is wrong, so every load
+is upcast to fp32 at once, and every load is masked (an out-of-bounds load there returns
+garbage).
 
 Block sizes, warps and split factors are data (:class:`KernelConfig`), overridable through
 ``FORGE_LOGPROB_*`` environment variables so a sweep can tune them without code changes.

@@ -12,6 +12,8 @@ truncating fp32 -> bf16 cast, 2^-7) of the largest gradient entry.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -125,7 +127,8 @@ def test_config_validation_and_env_overrides(monkeypatch):
         fused_target_logprobs(torch.zeros(1, 4, dtype=torch.float64), torch.zeros(1, dtype=torch.long),
                               torch.ones(1, dtype=torch.bool), 1.0)
     with pytest.raises(ValueError, match="impl must be"):
-        token_logprobs(torch.zeros(1, 1, 4), torch.zeros(1, 1, dtype=torch.long), impl="triton")  # type: ignore[arg-type]
+        bad_impl: Any = "triton"
+        token_logprobs(torch.zeros(1, 1, 4), torch.zeros(1, 1, dtype=torch.long), impl=bad_impl)
     monkeypatch.setenv("FORGE_LOGPROB_BWD_WARPS", "4")
     monkeypatch.setenv("FORGE_LOGPROB_SPLITS", "2")
     config = default_config(torch.device("cuda"))
@@ -165,3 +168,18 @@ def test_from_hidden_matches_unfused_logits_path(dtype):
         assert scale > 0
         # bf16: each path rounds its logits' gradient to bf16 before its matmul; sums of d terms
         assert (fused_grad - unfused_grad).abs().max().item() <= 4 * rtol * scale + 1e-6
+
+
+@pytest.mark.slow  # ~6 s on the interpreter
+def test_bench_quick_prints_the_json_line(capsys):
+    import json
+
+    from bench.logprob import main
+
+    main(["--quick"])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["bench"] == "logprob" and result["dtype"] == "bfloat16"
+    for key in ("fwd_ms", "fwd_bwd_ms", "eager_fwd_ms", "eager_fwd_bwd_ms", "fwd_gbps", "bwd_gbps"):
+        assert result[key] > 0, key
+    assert result["logprob_max_err"] < 1e-5 and result["entropy_max_err"] < 1e-4
+    assert result["fused_lm_head"]["fused_fwd_bwd_ms"] > 0
