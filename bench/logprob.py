@@ -184,6 +184,11 @@ def sweep(base: torch.Tensor, targets: torch.Tensor, temperature: float, repeats
     for block in (2048, 4096, 8192):
         for warps in (4, 8, 16):
             configs.append(KernelConfig(fwd_block=block, fwd_warps=warps, bwd_block=block, bwd_warps=warps))
+    for block, warps in ((2048, 8), (4096, 8), (4096, 16), (8192, 16)):
+        configs.append(KernelConfig(fwd_block=block, fwd_warps=warps, fwd_lane_sums=1))
+    for block, warps in ((2048, 8), (4096, 8), (4096, 16)):
+        configs.append(KernelConfig(fwd_block=block, fwd_warps=warps, fwd_prefetch=1,
+                                    bwd_block=block, bwd_warps=warps, bwd_prefetch=1))
     for stages in (1, 2, 4):
         configs.append(KernelConfig(fwd_stages=stages, bwd_stages=stages))
     few = base[:256]
@@ -205,7 +210,7 @@ def sweep(base: torch.Tensor, targets: torch.Tensor, temperature: float, repeats
 
 
 def print_table(rows: list[dict[str, object]]) -> None:
-    cols = ["rows", "fwd_block", "fwd_warps", "bwd_block", "bwd_warps", "fwd_stages", "splits", "fwd_ms",
+    cols = ["rows", "fwd_block", "fwd_warps", "bwd_block", "bwd_warps", "fwd_stages", "fwd_lane_sums", "fwd_prefetch", "splits", "fwd_ms",
             "fwd_bwd_ms", "fwd_gbps", "bwd_gbps"]
     print(" | ".join(f"{c:>10}" for c in cols), file=sys.stderr)
     for r in rows:

@@ -44,7 +44,9 @@ class KernelConfig:
 
     ``*_block``: vocabulary elements one program loads per iteration (a power of two);
     ``*_warps``: warps per program and ``*_stages``: software-pipelining depth of the vocabulary
-    loop (both ignored by the interpreter); ``min_programs``: the row
+    loop (both ignored by the interpreter); ``fwd_lane_sums``: 1 keeps the forward's sums per
+    lane, ``*_prefetch``: 1 loads the next block before computing the current one (see
+    ``_stats_kernel``); ``min_programs``: the row
     count below which each row's vocabulary is split so that about this many programs run
     (a few waves over the GPU's multiprocessors); ``splits``: force a split factor (0 = auto).
     """
@@ -52,9 +54,12 @@ class KernelConfig:
     fwd_block: int = 4096
     fwd_warps: int = 8
     fwd_stages: int = 3
+    fwd_lane_sums: int = 0
+    fwd_prefetch: int = 0
     bwd_block: int = 4096
     bwd_warps: int = 8
     bwd_stages: int = 3
+    bwd_prefetch: int = 0
     min_programs: int = 528  # 4 waves over an H100's 132 SMs
     splits: int = 0
 
@@ -67,6 +72,9 @@ _ENV_FIELDS = {
     "FORGE_LOGPROB_FWD_BLOCK": "fwd_block",
     "FORGE_LOGPROB_FWD_WARPS": "fwd_warps",
     "FORGE_LOGPROB_FWD_STAGES": "fwd_stages",
+    "FORGE_LOGPROB_FWD_LANE_SUMS": "fwd_lane_sums",
+    "FORGE_LOGPROB_FWD_PREFETCH": "fwd_prefetch",
+    "FORGE_LOGPROB_BWD_PREFETCH": "bwd_prefetch",
     "FORGE_LOGPROB_BWD_STAGES": "bwd_stages",
     "FORGE_LOGPROB_BWD_BLOCK": "bwd_block",
     "FORGE_LOGPROB_BWD_WARPS": "bwd_warps",
@@ -104,6 +112,9 @@ def validate_config(config: KernelConfig) -> None:
     for field in ("fwd_stages", "bwd_stages"):
         if not 1 <= getattr(config, field) <= 8:
             raise ValueError(f"{field} must be in [1, 8], got {getattr(config, field)}")
+    for field in ("fwd_lane_sums", "fwd_prefetch", "bwd_prefetch"):
+        if getattr(config, field) not in (0, 1):
+            raise ValueError(f"{field} must be 0 or 1, got {getattr(config, field)}")
     if config.min_programs < 1 or config.splits < 0:
         raise ValueError(f"min_programs must be >= 1 and splits >= 0; got {config}")
 
@@ -122,40 +133,66 @@ def _split(num_rows: int, vocab: int, block: int, config: KernelConfig) -> tuple
 
 def _stats_kernel(
     X, stride_x, M, L, A, vocab, chunk, num_splits, inv_temp,
-    BLOCK: tl.constexpr,
+    BLOCK: tl.constexpr, LANE_SUMS: tl.constexpr, PREFETCH: tl.constexpr,
 ):
-    """Partial ``(max, sum exp, sum exp * (z - max))`` of one row's chunk of the vocabulary."""
+    """Partial ``(max, sum exp, sum exp * (z - max))`` of one row's chunk of the vocabulary.
+
+    The running max is one scalar (one block reduction per loaded block). ``LANE_SUMS``: keep
+    the two sums per lane (rescaled by the scalar ``alpha``) and reduce them once at the end --
+    two fewer block reductions (barriers) per block, but ``2 * BLOCK`` more fp32 registers per
+    program, so fewer programs fit on a multiprocessor. ``PREFETCH``: issue the next block's
+    load before reducing the current one (twice the bytes in flight per program). Which wins is
+    the sweep's call.
+    """
     row = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
     v_begin = split * chunk
     v_end = tl.minimum(v_begin + chunk, vocab)
     base = X + row * stride_x
     offs = tl.arange(0, BLOCK)
-    # a finite sentinel: the first block (never empty) replaces it, with alpha = 0, no NaN
+    # a finite sentinel for the max: the first block (never empty) replaces it with alpha = 0
     m = tl.full((), -1e30, tl.float32)
-    l = tl.zeros((), tl.float32)
-    a = tl.zeros((), tl.float32)
+    if LANE_SUMS:
+        l = tl.zeros((BLOCK,), tl.float32)
+        a = tl.zeros((BLOCK,), tl.float32)
+    else:
+        l = tl.zeros((), tl.float32)
+        a = tl.zeros((), tl.float32)
+    if PREFETCH:
+        x_next = tl.load(base + v_begin + offs, mask=v_begin + offs < v_end, other=0.0)
     for start in range(v_begin, v_end, BLOCK):
         cols = start + offs
         mask = cols < v_end
-        z = tl.load(base + cols, mask=mask, other=0.0).to(tl.float32) * inv_temp
-        z = tl.where(mask, z, float("-inf"))
-        m_new = tl.maximum(m, tl.max(z, 0))
+        if PREFETCH:
+            x = x_next
+            x_next = tl.load(base + cols + BLOCK, mask=cols + BLOCK < v_end, other=0.0)
+        else:
+            x = tl.load(base + cols, mask=mask, other=0.0)
+        z = x.to(tl.float32) * inv_temp
+        m_new = tl.maximum(m, tl.max(tl.where(mask, z, float("-inf")), 0))
         alpha = tl.exp(m - m_new)
         d = tl.where(mask, z - m_new, 0.0)  # masked lanes: 0, so e * d is never 0 * -inf
         e = tl.where(mask, tl.exp(d), 0.0)
-        a = alpha * (a + l * (m - m_new)) + tl.sum(e * d, 0)
-        l = l * alpha + tl.sum(e, 0)
+        if LANE_SUMS:
+            a = alpha * (a + l * (m - m_new)) + e * d
+            l = l * alpha + e
+        else:
+            a = alpha * (a + l * (m - m_new)) + tl.sum(e * d, 0)
+            l = l * alpha + tl.sum(e, 0)
         m = m_new
     out = row * num_splits + split
     tl.store(M + out, m)
-    tl.store(L + out, l)
-    tl.store(A + out, a)
+    if LANE_SUMS:
+        tl.store(L + out, tl.sum(l, 0))
+        tl.store(A + out, tl.sum(a, 0))
+    else:
+        tl.store(L + out, l)
+        tl.store(A + out, a)
 
 
 def _grad_kernel(
     X, stride_x, G, stride_g, TARGETS, LSE, ENT, GLP, GH, vocab, chunk, inv_temp,
-    BLOCK: tl.constexpr,
+    BLOCK: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     """``dlogits = (g_lp * (onehot - p) - g_H * p * (log p + H)) / T`` over one row's chunk."""
     row = tl.program_id(0).to(tl.int64)
@@ -170,10 +207,17 @@ def _grad_kernel(
     x_base = X + row * stride_x
     g_base = G + row * stride_g
     offs = tl.arange(0, BLOCK)
+    if PREFETCH:
+        x_next = tl.load(x_base + v_begin + offs, mask=v_begin + offs < v_end, other=0.0)
     for start in range(v_begin, v_end, BLOCK):
         cols = start + offs
         mask = cols < v_end
-        z = tl.load(x_base + cols, mask=mask, other=0.0).to(tl.float32) * inv_temp
+        if PREFETCH:
+            x = x_next
+            x_next = tl.load(x_base + cols + BLOCK, mask=cols + BLOCK < v_end, other=0.0)
+        else:
+            x = tl.load(x_base + cols, mask=mask, other=0.0)
+        z = x.to(tl.float32) * inv_temp
         log_p = z - lse
         p = tl.exp(log_p)
         dz = -p * (g_lp + g_h * (log_p + ent))
@@ -215,7 +259,8 @@ def row_stats(
     if num_rows:
         _kernel("stats", logits.device)[(num_rows, splits)](
             logits, logits.stride(0), parts[0], parts[1], parts[2], vocab, chunk, splits,
-            1.0 / temperature, BLOCK=config.fwd_block, num_warps=config.fwd_warps, num_stages=config.fwd_stages,
+            1.0 / temperature, BLOCK=config.fwd_block, LANE_SUMS=bool(config.fwd_lane_sums),
+            PREFETCH=bool(config.fwd_prefetch), num_warps=config.fwd_warps, num_stages=config.fwd_stages,
         )
     return merge_stats(parts[0], parts[1], parts[2])
 
@@ -265,7 +310,7 @@ def write_grad(
         _kernel("grad", logits.device)[(num_rows, splits)](
             logits, logits.stride(0), grad_out, grad_out.stride(0), targets, lse, entropy,
             grad_logp, grad_entropy, vocab, chunk, 1.0 / temperature,
-            BLOCK=config.bwd_block, num_warps=config.bwd_warps, num_stages=config.bwd_stages,
+            BLOCK=config.bwd_block, PREFETCH=bool(config.bwd_prefetch), num_warps=config.bwd_warps, num_stages=config.bwd_stages,
         )
     return grad_out
 

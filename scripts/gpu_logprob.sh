@@ -6,6 +6,7 @@
 #    (bench/logprob.py: fused vs eager, fused LM head); 3. a sweep of kernel configs (block,
 #    warps, stages, splits) printed as a table. A step's failure does not stop the next.
 # Everything goes to $OUT (default ./gpu-out): pytest.log, bench.jsonl, sweep.log, summary.txt.
+# LOGPROB_BENCH_ARGS adds bench arguments (e.g. --quick, to try this script on a CPU machine).
 set -x
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -23,10 +24,10 @@ status=0
 timeout ${LOGPROB_TEST_TIMEOUT:-200} python3 -m pytest tests/losses/test_logprobs_gpu.py tests/losses/test_fused_logprob.py \
   -q -p no:cacheprovider -o addopts="--import-mode=importlib -ra" 2>&1 | tee "$out/pytest.log" || status=1
 
-timeout ${LOGPROB_BENCH_TIMEOUT:-180} python3 -m bench.logprob 2>"$out/bench.err" | tee -a "$out/bench.jsonl" || status=1
+timeout ${LOGPROB_BENCH_TIMEOUT:-180} python3 -m bench.logprob ${LOGPROB_BENCH_ARGS:-} 2>"$out/bench.err" | tee -a "$out/bench.jsonl" || status=1
 tail -5 "$out/bench.err"
 
-timeout ${LOGPROB_SWEEP_TIMEOUT:-150} python3 -m bench.logprob --sweep --no-eager --no-lm-head --repeats 10 \
+timeout ${LOGPROB_SWEEP_TIMEOUT:-150} python3 -m bench.logprob --sweep --no-eager --no-lm-head --repeats 10 ${LOGPROB_BENCH_ARGS:-} \
   2>"$out/sweep.log" >"$out/sweep.jsonl" || status=1
 
 # the short summary last: the call's reply carries the end of the output

@@ -73,7 +73,8 @@ SMALL = KernelConfig(fwd_block=128, fwd_warps=1, bwd_block=256, bwd_warps=1, min
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("splits", [1, 3])
-def test_matches_fp64_with_mask_temperature_and_split_rows(dtype, splits):
+@pytest.mark.parametrize("variant", [{}, {"fwd_lane_sums": 1, "fwd_prefetch": 1, "bwd_prefetch": 1}])
+def test_matches_fp64_with_mask_temperature_and_split_rows(dtype, splits, variant):
     torch.manual_seed(0)
     rows, vocab = 6, 1000  # non-power-of-two vocab: partial last block in every split
     base = (torch.randn(rows, vocab) * 4).to(dtype).to(DEVICE)
@@ -81,7 +82,7 @@ def test_matches_fp64_with_mask_temperature_and_split_rows(dtype, splits):
     targets = torch.randint(0, vocab, (rows,), device=DEVICE)
     targets[1] = 7
     valid = torch.tensor([True, True, False, True, True, False], device=DEVICE)
-    check(base, targets, valid, 0.7, KernelConfig(**{**SMALL.__dict__, "splits": splits}))
+    check(base, targets, valid, 0.7, KernelConfig(**{**SMALL.__dict__, "splits": splits, **variant}))
 
 
 @pytest.mark.parametrize("which", [("logp",), ("entropy",)])
