@@ -174,10 +174,19 @@ def measure_lm_head(rows: int, dim: int, vocab: int, device: torch.device, dtype
     return out
 
 
+TABLE_COLUMNS = ["rows", "fwd_block", "fwd_warps", "bwd_block", "bwd_warps", "fwd_stages", "fwd_lane_sums",
+                 "fwd_prefetch", "splits", "fwd_ms", "fwd_bwd_ms", "fwd_gbps", "bwd_gbps"]
+
+
+def _table_line(cells: list[str]) -> None:
+    print(" | ".join(cells), file=sys.stderr, flush=True)
+
+
 def sweep(base: torch.Tensor, targets: torch.Tensor, temperature: float, repeats: int) -> list[dict[str, object]]:
     """Times over a small grid of kernel configs, at all rows and at 256 rows (split vocab).
 
     256 rows of 151,936 bf16 logits are 78 MB, more than the H100's 50 MB L2: timed from memory.
+    Each row of the table goes to stderr as soon as it is measured (a timeout keeps the rows so far).
     """
     device = base.device
     configs = []
@@ -194,28 +203,24 @@ def sweep(base: torch.Tensor, targets: torch.Tensor, temperature: float, repeats
     few = base[:256]
     for splits in (1, 2, 4, 8, 16):
         configs.append(KernelConfig(splits=splits))
+    _table_line([f"{c:>10}" for c in TABLE_COLUMNS])
     rows = []
     for config in configs:
-        for x in ((few,) if config.splits else (base,)):
-            valid = torch.ones(x.shape[0], dtype=torch.bool, device=device)
-            tg = targets[: x.shape[0]]
-            try:
-                r = measure_logits_path(lambda y, c=config: fused_target_logprobs(y, tg, valid, temperature, c), x,
-                                        repeats)
-                r.update(bandwidth(x, r["fwd_ms"], r["fwd_bwd_ms"]))  # type: ignore[arg-type]
-            except Exception as exc:  # a config that fails to compile is a row of the table, not the end
-                r = {"error": repr(exc)[:120]}
-            rows.append({"rows": x.shape[0], **config.__dict__, **r})
+        x = few if config.splits else base
+        valid = torch.ones(x.shape[0], dtype=torch.bool, device=device)
+        tg = targets[: x.shape[0]]
+        try:
+            r = measure_logits_path(lambda y, c=config: fused_target_logprobs(y, tg, valid, temperature, c), x,
+                                    repeats)
+            r.update(bandwidth(x, r["fwd_ms"], r["fwd_bwd_ms"]))  # type: ignore[arg-type]
+        except Exception as exc:  # a config that fails to compile is a row of the table, not the end
+            r = {"error": repr(exc)[:120]}
+        row = {"rows": x.shape[0], **config.__dict__, **r}
+        rows.append(row)
+        cells = [f"{row[c]:10.3f}" if isinstance(row.get(c), float) else f"{row.get(c, '-')!s:>10}"
+                 for c in TABLE_COLUMNS]
+        _table_line(cells + ([f" {row['error']}"] if "error" in row else []))
     return rows
-
-
-def print_table(rows: list[dict[str, object]]) -> None:
-    cols = ["rows", "fwd_block", "fwd_warps", "bwd_block", "bwd_warps", "fwd_stages", "fwd_lane_sums", "fwd_prefetch", "splits", "fwd_ms",
-            "fwd_bwd_ms", "fwd_gbps", "bwd_gbps"]
-    print(" | ".join(f"{c:>10}" for c in cols), file=sys.stderr)
-    for r in rows:
-        cells = [f"{r[c]:10.3f}" if isinstance(r.get(c), float) else f"{r.get(c, '-')!s:>10}" for c in cols]
-        print(" | ".join(cells) + (f"  {r['error']}" if "error" in r else ""), file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -256,9 +261,7 @@ def main(argv: list[str] | None = None) -> None:
         ref = measure_logits_path(lambda x: eager(x, targets, t), base, args.repeats)
         result.update({f"eager_{k}": v for k, v in ref.items()})
     if args.sweep:
-        rows = sweep(base, targets, t, args.repeats)
-        print_table(rows)
-        result["sweep"] = rows
+        result["sweep"] = sweep(base, targets, t, args.repeats)
     if not args.no_lm_head:
         del base
         result["fused_lm_head"] = measure_lm_head(args.rows, args.hidden_dim, args.vocab, device, dtype,

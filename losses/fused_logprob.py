@@ -310,7 +310,8 @@ def write_grad(
         _kernel("grad", logits.device)[(num_rows, splits)](
             logits, logits.stride(0), grad_out, grad_out.stride(0), targets, lse, entropy,
             grad_logp, grad_entropy, vocab, chunk, 1.0 / temperature,
-            BLOCK=config.bwd_block, PREFETCH=bool(config.bwd_prefetch), num_warps=config.bwd_warps, num_stages=config.bwd_stages,
+            BLOCK=config.bwd_block, PREFETCH=bool(config.bwd_prefetch), num_warps=config.bwd_warps,
+            num_stages=config.bwd_stages,
         )
     return grad_out
 

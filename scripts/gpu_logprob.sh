@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fused logprob kernels on a lent CUDA GPU, in one call (~4-6 min on an H100), from the repo root:
 #   bash scripts/gpu_logprob.sh        # carry .whl (pydantic & co: `losses` imports pydantic)
-# 1. GPU tests of the kernels (tests/losses/test_logprobs_gpu.py, and the interpreter tests of
+# Worst case (every step at its timeout) ~7.5 min. 1. GPU tests of the kernels (tests/losses/test_logprobs_gpu.py, and the interpreter tests of
 #    tests/losses/test_fused_logprob.py, which run on CUDA tensors there); 2. the benchmark JSON
 #    (bench/logprob.py: fused vs eager, fused LM head); 3. a sweep of kernel configs (block,
 #    warps, stages, splits) printed as a table. A step's failure does not stop the next.
@@ -21,13 +21,13 @@ status=0
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
 } 2>&1 | tee "$out/device.txt"
 
-timeout ${LOGPROB_TEST_TIMEOUT:-200} python3 -m pytest tests/losses/test_logprobs_gpu.py tests/losses/test_fused_logprob.py \
+timeout ${LOGPROB_TEST_TIMEOUT:-150} python3 -m pytest tests/losses/test_logprobs_gpu.py tests/losses/test_fused_logprob.py \
   -q -p no:cacheprovider -o addopts="--import-mode=importlib -ra" 2>&1 | tee "$out/pytest.log" || status=1
 
-timeout ${LOGPROB_BENCH_TIMEOUT:-180} python3 -m bench.logprob ${LOGPROB_BENCH_ARGS:-} 2>"$out/bench.err" | tee -a "$out/bench.jsonl" || status=1
+timeout ${LOGPROB_BENCH_TIMEOUT:-120} python3 -m bench.logprob ${LOGPROB_BENCH_ARGS:-} 2>"$out/bench.err" | tee -a "$out/bench.jsonl" || status=1
 tail -5 "$out/bench.err"
 
-timeout ${LOGPROB_SWEEP_TIMEOUT:-150} python3 -m bench.logprob --sweep --no-eager --no-lm-head --repeats 10 ${LOGPROB_BENCH_ARGS:-} \
+timeout ${LOGPROB_SWEEP_TIMEOUT:-180} python3 -m bench.logprob --sweep --no-eager --no-lm-head --repeats 10 ${LOGPROB_BENCH_ARGS:-} \
   2>"$out/sweep.log" >"$out/sweep.jsonl" || status=1
 
 # the short summary last: the call's reply carries the end of the output
