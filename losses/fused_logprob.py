@@ -132,7 +132,7 @@ def _split(num_rows: int, vocab: int, block: int, config: KernelConfig) -> tuple
 
 
 def _stats_kernel(
-    X, stride_x, M, L, A, vocab, chunk, num_splits, inv_temp,
+    X, inner, stride_outer, stride_inner, M, L, A, vocab, chunk, num_splits, inv_temp,
     BLOCK: tl.constexpr, LANE_SUMS: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     """Partial ``(max, sum exp, sum exp * (z - max))`` of one row's chunk of the vocabulary.
@@ -148,7 +148,7 @@ def _stats_kernel(
     split = tl.program_id(1)
     v_begin = split * chunk
     v_end = tl.minimum(v_begin + chunk, vocab)
-    base = X + row * stride_x
+    base = X + (row // inner) * stride_outer + (row % inner) * stride_inner
     offs = tl.arange(0, BLOCK)
     # a finite sentinel for the max: the first block (never empty) replaces it with alpha = 0
     m = tl.full((), -1e30, tl.float32)
@@ -191,7 +191,7 @@ def _stats_kernel(
 
 
 def _grad_kernel(
-    X, stride_x, G, stride_g, TARGETS, LSE, ENT, GLP, GH, vocab, chunk, inv_temp,
+    X, inner, stride_outer, stride_inner, G, stride_g, TARGETS, LSE, ENT, GLP, GH, vocab, chunk, inv_temp,
     BLOCK: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     """``dlogits = (g_lp * (onehot - p) - g_H * p * (log p + H)) / T`` over one row's chunk."""
@@ -204,7 +204,7 @@ def _grad_kernel(
     g_lp = tl.load(GLP + row)
     g_h = tl.load(GH + row)
     target = tl.load(TARGETS + row)
-    x_base = X + row * stride_x
+    x_base = X + (row // inner) * stride_outer + (row % inner) * stride_inner
     g_base = G + row * stride_g
     offs = tl.arange(0, BLOCK)
     if PREFETCH:
@@ -245,20 +245,45 @@ def _kernel(name: str, device: torch.device) -> Any:
 # ---------------------------------------------------------------- launches
 
 
+def row_layout(logits: torch.Tensor) -> tuple[torch.Tensor, int, int, int]:
+    """``(x, inner, stride_outer, stride_inner)``: row ``r`` of ``logits`` flattened to ``[N, V]``
+    starts at element ``(r // inner) * stride_outer + (r % inner) * stride_inner`` of ``x``.
+
+    ``x`` is ``logits`` itself (a 2-D view of it where one exists) whenever the vocabulary has
+    unit stride and the rows need at most two strides -- e.g. ``logits[:, :-1]`` of a
+    ``[B, T, V]`` tensor, which ``reshape(-1, V)`` would copy whole; otherwise a contiguous copy.
+    """
+    vocab = logits.shape[-1]
+    if logits.stride(-1) != 1 and vocab > 1:
+        logits = logits.contiguous()
+    if logits.dim() >= 2:
+        try:
+            flat = logits.view(-1, vocab)
+            return flat, max(flat.shape[0], 1), 0, flat.stride(0)
+        except RuntimeError:
+            pass
+    if logits.dim() == 3:
+        return logits, max(logits.shape[1], 1), logits.stride(0), logits.stride(1)
+    flat = logits.contiguous().view(-1, vocab)
+    return flat, max(flat.shape[0], 1), 0, flat.stride(0)
+
+
 def row_stats(
     logits: torch.Tensor, temperature: float, config: KernelConfig | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-row ``(max, sum exp(z - max), sum exp(z - max) (z - max))`` of ``z = logits / T``, fp32.
 
-    ``logits`` is ``[N, V]`` with unit stride along ``V``.
+    ``logits`` is ``[..., V]`` (rows laid out by :func:`row_layout`); outputs are ``[N]``.
     """
     config = config or default_config(logits.device)
-    num_rows, vocab = logits.shape
+    x, inner, stride_outer, stride_inner = row_layout(logits)
+    vocab = logits.shape[-1]
+    num_rows = logits.numel() // max(vocab, 1)
     splits, chunk = _split(num_rows, vocab, config.fwd_block, config)
     parts = torch.empty(3, num_rows, splits, dtype=torch.float32, device=logits.device)
     if num_rows:
         _kernel("stats", logits.device)[(num_rows, splits)](
-            logits, logits.stride(0), parts[0], parts[1], parts[2], vocab, chunk, splits,
+            x, inner, stride_outer, stride_inner, parts[0], parts[1], parts[2], vocab, chunk, splits,
             1.0 / temperature, BLOCK=config.fwd_block, LANE_SUMS=bool(config.fwd_lane_sums),
             PREFETCH=bool(config.fwd_prefetch), num_warps=config.fwd_warps, num_stages=config.fwd_stages,
         )
@@ -299,16 +324,23 @@ def write_grad(
     temperature: float,
     config: KernelConfig | None = None,
 ) -> torch.Tensor:
-    """Write ``d(sum g_lp logp + g_H H) / dlogits`` into ``grad_out`` (same shape, any float dtype).
+    """Write ``d(sum g_lp logp + g_H H) / dlogits`` into ``grad_out`` (any float dtype).
 
-    ``grad_logp`` must already be zero on ignored rows; all per-row inputs are fp32 ``[N]``.
+    ``logits`` is ``[..., V]`` (rows laid out by :func:`row_layout`), ``grad_out`` a contiguous
+    tensor of the same shape; ``grad_logp`` must already be zero on ignored rows; all per-row
+    inputs are fp32 ``[N]`` and ``targets`` int64 ``[N]`` (-1: no one-hot term for the row).
     """
+    if not grad_out.is_contiguous() or grad_out.shape != logits.shape:
+        raise ValueError(f"grad_out must be contiguous with shape {tuple(logits.shape)}, got "
+                         f"{tuple(grad_out.shape)} with strides {grad_out.stride()}")
     config = config or default_config(logits.device)
-    num_rows, vocab = logits.shape
+    x, inner, stride_outer, stride_inner = row_layout(logits)
+    vocab = logits.shape[-1]
+    num_rows = logits.numel() // max(vocab, 1)
     splits, chunk = _split(num_rows, vocab, config.bwd_block, config)
     if num_rows:
         _kernel("grad", logits.device)[(num_rows, splits)](
-            logits, logits.stride(0), grad_out, grad_out.stride(0), targets, lse, entropy,
+            x, inner, stride_outer, stride_inner, grad_out, vocab, targets, lse, entropy,
             grad_logp, grad_entropy, vocab, chunk, 1.0 / temperature,
             BLOCK=config.bwd_block, PREFETCH=bool(config.bwd_prefetch), num_warps=config.bwd_warps,
             num_stages=config.bwd_stages,
@@ -316,12 +348,11 @@ def write_grad(
     return grad_out
 
 
-def _unit_stride(x: torch.Tensor) -> torch.Tensor:
-    return x if x.stride(-1) == 1 else x.contiguous()
-
-
 class FusedTargetLogprobsAndEntropy(torch.autograd.Function):
-    """``(logits [N, V], targets [N], valid [N]) -> (logp [N], entropy [N])`` in fp32.
+    """``(logits [..., V], targets [N], valid [N]) -> (logp [N], entropy [N])`` in fp32.
+
+    ``N`` is the number of rows of ``logits`` (all dims but the last); strided views such as
+    ``logits[:, :-1]`` are read in place (:func:`row_layout`), never copied.
 
     Same contract as :class:`losses.logprob_function.TargetLogprobsAndEntropy`: ``targets``
     already in ``[0, V)``; rows where ``valid`` is False get ``logp = 0`` and no gradient
@@ -337,9 +368,9 @@ class FusedTargetLogprobsAndEntropy(torch.autograd.Function):
         temperature: float,
         config: KernelConfig | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = _unit_stride(logits)
         config = config or default_config(logits.device)
-        target_z = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1).float() * (1.0 / temperature)
+        target_z = logits.gather(-1, targets.reshape(logits.shape[:-1]).unsqueeze(-1)).reshape(-1)
+        target_z = target_z.float() * (1.0 / temperature)
         logp, lse, entropy = logprob_lse_and_entropy(target_z, *row_stats(logits, temperature, config))
         logp = torch.where(valid, logp, torch.zeros_like(logp))
         ctx.save_for_backward(logits, targets, valid, lse, entropy)
@@ -358,7 +389,7 @@ class FusedTargetLogprobsAndEntropy(torch.autograd.Function):
         zeros = torch.zeros_like(lse)
         g_lp = zeros if grad_logp is None else torch.where(valid, grad_logp.float(), zeros)
         g_h = zeros if grad_entropy is None else grad_entropy.float().contiguous()
-        grad = torch.empty_like(logits, memory_format=torch.contiguous_format)
+        grad = torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
         write_grad(logits, grad, targets.contiguous(), lse, entropy, g_lp.contiguous(), g_h,
                    ctx.temperature, ctx.config)
         return grad, None, None, None, None
@@ -371,7 +402,7 @@ def fused_target_logprobs(
     temperature: float,
     config: KernelConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Apply :class:`FusedTargetLogprobsAndEntropy` to ``[N, V]`` logits (fp32 outputs)."""
+    """Apply :class:`FusedTargetLogprobsAndEntropy` to ``[..., V]`` logits: fp32 ``[N]`` outputs."""
     if logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise ValueError(f"fused logprobs need fp32/bf16/fp16 logits, got {logits.dtype}")
     if config is not None:
@@ -388,6 +419,7 @@ __all__ = [
     "fused_target_logprobs",
     "interpreter_on",
     "logprob_lse_and_entropy",
+    "row_layout",
     "merge_stats",
     "row_stats",
     "write_grad",

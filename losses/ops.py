@@ -133,9 +133,8 @@ def token_logprobs(
     if _use_fused(logits, impl):
         from losses.fused_logprob import fused_target_logprobs  # imports triton
 
-        logp, entropy = fused_target_logprobs(
-            logits.reshape(-1, vocab), safe_targets.reshape(-1), valid.reshape(-1), float(temperature)
-        )
+        # logits as given: strided views (logits[:, :-1]) are read in place, not copied
+        logp, entropy = fused_target_logprobs(logits, safe_targets.reshape(-1), valid.reshape(-1), float(temperature))
     else:
         logp, entropy = TargetLogprobsAndEntropy.apply(
             logits.reshape(-1, vocab),

@@ -104,6 +104,30 @@ def test_auto_split_spreads_few_rows_and_a_strided_view_works():
     check(base, targets, valid, 1.0, KernelConfig(**{**SMALL.__dict__, "min_programs": 12}))
 
 
+def test_sliced_3d_logits_are_read_in_place_and_get_their_gradient():
+    from losses.fused_logprob import row_layout
+
+    torch.manual_seed(5)
+    full = (torch.randn(2, 5, 200, device=DEVICE) * 3).to(torch.bfloat16)
+    sliced = full[:, :-1]  # [2, 4, 200]: not viewable as [8, 200]
+    x, inner, s_outer, s_inner = row_layout(sliced)
+    assert x.data_ptr() == full.data_ptr() and (inner, s_outer, s_inner) == (4, 1000, 200)
+    targets = torch.randint(0, 200, (2, 4), device=DEVICE)
+    targets[1, 3] = -100
+    leaf = full.clone().requires_grad_()
+    (logp, ent), _ = token_logprobs(leaf[:, :-1], targets, temperature=1.2, impl="fused")
+    (logp.sum() + ent.sum()).backward()
+    ref_leaf = full.double().requires_grad_()
+    valid = targets != -100
+    ref_lp, ref_h = reference(ref_leaf[:, :-1], targets.clamp(min=0), valid, 1.2)
+    (ref_lp.sum() + ref_h.sum()).backward()
+    assert (logp.double() - ref_lp).abs().max().item() < 1e-5
+    assert (ent.double() - ref_h).abs().max().item() < 1e-4
+    assert (leaf.grad[:, -1] == 0).all()
+    scale = ref_leaf.grad.abs().max().item()
+    assert (leaf.grad.double() - ref_leaf.grad).abs().max().item() <= 2 * GRAD_RTOL[torch.bfloat16] * scale
+
+
 def test_token_logprobs_fused_matches_chunked_with_ignore_index():
     torch.manual_seed(3)
     base = (torch.randn(2, 3, 77) * 3).to(torch.bfloat16).to(DEVICE)
