@@ -148,8 +148,8 @@ def measure_lm_head(rows: int, dim: int, vocab: int, device: torch.device, dtype
     h, w = hidden.requires_grad_(), weight.requires_grad_()
     grad_bytes = h.numel() * h.element_size() + w.numel() * w.element_size()
 
-    def fused():
-        return token_logprobs_from_hidden(h, w, targets, temperature, impl="fused")[0]
+    def fused(chunk_vocab: int | None = None):
+        return token_logprobs_from_hidden(h, w, targets, temperature, chunk_vocab=chunk_vocab, impl="fused")[0]
 
     def unfused():
         valid = torch.ones(rows, dtype=torch.bool, device=device)
@@ -171,6 +171,19 @@ def measure_lm_head(rows: int, dim: int, vocab: int, device: torch.device, dtype
         out[f"{name}_extra_gib"] = peak_extra_gib(fwd_bwd, device, grad_bytes)
         h.grad = w.grad = None
     out["fwd_bwd_ratio"] = out["fused_fwd_bwd_ms"] / out["unfused_fwd_bwd_ms"]  # type: ignore[operator]
+    # other vocabulary chunk sizes: time (forward + backward) against extra memory
+    for chunk in (4096, 16384, 32768):
+        if chunk >= vocab:
+            continue
+
+        def fwd_bwd_chunk(chunk=chunk) -> None:
+            h.grad = w.grad = None
+            lp, ent = fused(chunk)
+            torch.autograd.backward([lp, ent], [g_lp, g_h])
+
+        out[f"chunk{chunk}_fwd_bwd_ms"] = time_ms(fwd_bwd_chunk, device, repeats, warmup=1)
+        out[f"chunk{chunk}_extra_gib"] = peak_extra_gib(fwd_bwd_chunk, device, grad_bytes)
+        h.grad = w.grad = None
     return out
 
 
