@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -83,17 +84,20 @@ class Generator(Actor):
         sampling = sampling or self.config.sampling
         if self._seeds is not None and sampling.seed is not None:
             sampling = sampling.model_copy(update={"seed": next(self._seeds)})
+        start = time.monotonic()
         async with self.gate.request():
             if isinstance(self.engine, HFGenerationEngine):
                 completions = await asyncio.to_thread(self.engine.generate, prompt_ids, n, sampling)
             else:
                 completions = await self.engine.generate(prompt_ids, n, sampling)
         record_metric("generator/completions", len(completions), Reduce.SUM)
+        record_metric("perf/generate_s", time.monotonic() - start)
         return completions
 
     @endpoint
     async def update_weights(self, version: int) -> int:
         """Pause new requests, drain those in flight, load ``version`` from the store, resume."""
+        start = time.monotonic()
         async with self.gate.update():
             if version == self.engine.policy_version:
                 return version
@@ -102,6 +106,7 @@ class Generator(Actor):
                 await asyncio.to_thread(self.engine.load_weights, state_dict, version)
             else:  # vllm reads the store in its own workers; openai refuses (frozen policy)
                 await self.engine.update_weights(version)
+        record_metric("perf/weight_load_s", time.monotonic() - start)  # drain + read the store + load
         return version
 
     @endpoint

@@ -12,15 +12,18 @@ from actors.common import load_model, set_torch_threads
 from forge_kernels.config import StrictModel
 from forge_kernels.runtime import Actor, endpoint
 from forge_kernels.types import Completion
-from losses.ops import token_logprobs
+from losses.ops import token_logprobs, token_logprobs_from_hidden
 
 __all__ = ["ReferenceModel", "sequence_logprobs"]
 
 
 @torch.no_grad()
 def sequence_logprobs(model: torch.nn.Module, completions: list[Completion], temperature: float,
-                      micro_batch_tokens: int, device: torch.device) -> list[list[float]]:
-    """Logprob under ``model`` of every sampled token of each completion (prompt tokens skipped)."""
+                      micro_batch_tokens: int, device: torch.device, fused_lm_head: bool = False) -> list[list[float]]:
+    """Logprob under ``model`` of every sampled token of each completion (prompt tokens skipped).
+
+    ``fused_lm_head``: score from the last hidden states and the LM head in vocabulary chunks
+    (:func:`losses.ops.token_logprobs_from_hidden`) instead of materialising the logits."""
     out: list[list[float]] = [[] for _ in completions]
     order = sorted(range(len(completions)), key=lambda i: -len(completions[i].prompt_ids + completions[i].token_ids))
     start = 0
@@ -35,8 +38,12 @@ def sequence_logprobs(model: torch.nn.Module, completions: list[Completion], tem
             seq = completions[i].prompt_ids + completions[i].token_ids
             ids[r, : len(seq)] = torch.tensor(seq)
             targets[r, : len(seq) - 1] = torch.tensor(seq[1:])
-        logits = model(input_ids=ids.to(device)).logits
-        (logp, _), _ = token_logprobs(logits, targets.to(device), temperature)
+        if fused_lm_head:
+            hidden = model.get_decoder()(input_ids=ids.to(device)).last_hidden_state
+            (logp, _), _ = token_logprobs_from_hidden(hidden, model.get_output_embeddings().weight,
+                                                      targets.to(device), temperature)
+        else:
+            (logp, _), _ = token_logprobs(model(input_ids=ids.to(device)).logits, targets.to(device), temperature)
         logp = logp.float().cpu()
         for r, i in enumerate(chunk):
             p, n = len(completions[i].prompt_ids), len(completions[i].token_ids)
@@ -53,6 +60,7 @@ class ReferenceModel(Actor):
         dtype: Literal["float32", "bfloat16"] = "float32"
         temperature: float = Field(default=1.0, gt=0, description="the generator's sampling temperature")
         micro_batch_tokens: int = Field(default=8192, ge=1)
+        fused_lm_head: bool = Field(default=False, description="score from hidden states + LM head, no [B, T, V] logits")
         torch_threads: int | None = Field(default=None, ge=1)
 
     async def setup(self) -> None:
@@ -66,4 +74,4 @@ class ReferenceModel(Actor):
         """One list per completion, one logprob per sampled token."""
         cfg = self.config
         return await asyncio.to_thread(sequence_logprobs, self.model, completions, cfg.temperature,
-                                       cfg.micro_batch_tokens, self.device)
+                                       cfg.micro_batch_tokens, self.device, cfg.fused_lm_head)

@@ -14,17 +14,19 @@ engine's step with the configured loss. ``push_weights(v)`` writes the weights u
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from actors.common import load_model, load_tokenizer, set_torch_threads
 from actors.engines.batching import collate_turns
 from actors.engines.hf_training import HFTrainingEngine, OptimConfig
 from actors.engines.titan_training import TitanConfig, TitanTrainingEngine
 from forge_kernels.config import StrictModel
+from forge_kernels.metrics import Reduce, record_metric
 from forge_kernels.distributed import DistributedConfig, init_process_group
 from forge_kernels.runtime import Actor, endpoint
 from forge_kernels.store import StoreConfig, build_store, weights_key
@@ -58,11 +60,21 @@ class Trainer(Actor):
         store: StoreConfig = StoreConfig()
         keep_versions: int = Field(default=2, ge=1, description="published versions kept in the store")
         log_mismatch: bool = Field(default=True, description="recompute logprobs before each step (one forward)")
+        fused_lm_head: bool = Field(
+            default=False, description="score tokens from the last hidden states and the LM head in vocabulary "
+                                       "chunks, never materialising [B, T, V] logits (HF engine, one process)")
         torch_threads: int | None = Field(default=None, ge=1)
         master_port: int | None = Field(
             default=None, ge=1, le=65535,
             description="rank 0's port when the trainer runs as several processes (runtime procs > 1); "
                         "the GRPO app picks a free one")
+
+        @model_validator(mode="after")
+        def _fused_lm_head_needs_hf(self) -> Trainer.Config:
+            if self.fused_lm_head and self.engine != "hf":
+                raise ValueError("trainer.fused_lm_head is for engine: hf (TorchTitan's model applies its own "
+                                 "output layer); leave it off with engine: torchtitan")
+            return self
 
     async def setup(self) -> None:
         cfg = self.config
@@ -81,7 +93,7 @@ class Trainer(Actor):
     def _build_engine(self) -> HFTrainingEngine:
         cfg = self.config
         if cfg.engine == "hf":
-            return HFTrainingEngine(load_model(cfg.model_path), cfg.optim, cfg.loss, cfg.device)
+            return HFTrainingEngine(load_model(cfg.model_path), cfg.optim, cfg.loss, cfg.device, cfg.fused_lm_head)
         try:
             import torchtitan.distributed.fsdp  # noqa: F401  (the part that needs a recent torch)
         except ImportError as err:
@@ -117,10 +129,15 @@ class Trainer(Actor):
         """Publish the current weights as ``version``; drop versions older than ``keep_versions``."""
         if version != self.version:
             raise ValueError(f"asked to push version {version} but the trainer's weights are version {self.version}")
+        start = time.monotonic()
         state = await asyncio.to_thread(self.engine.state_dict_for_push)  # a collective when sharded
         if self.rank != 0:
             return version
         await self.store.put_state_dict(state, weights_key(version))
+        record_metric("perf/weight_push_s", time.monotonic() - start)
+        device = torch.device(self.config.device)
+        if device.type == "cuda":
+            record_metric("perf/trainer_peak_gpu_gib", torch.cuda.max_memory_allocated(device) / 2**30, Reduce.MAX)
         for key in await self.store.keys("weights/v"):
             if int(key.rsplit("v", 1)[1]) <= version - self.config.keep_versions:
                 await self.store.delete(key)

@@ -102,10 +102,29 @@ class PolicyLoss(StrictModel, ABC):
     ) -> LossOutput:
         """Loss of a batch: logits ``[B, T, V]``; targets, mask, advantages, logprobs ``[B, T]``."""
         self._check_shapes(logits, target_ids, loss_mask, advantages, generator_logprobs, ref_logprobs)
+        (logp, entropy), metrics = token_logprobs(logits, target_ids, self.temperature, self.ignore_index)
+        return self.from_logprobs(logp, entropy, metrics, target_ids, loss_mask, advantages, generator_logprobs,
+                                  ref_logprobs)
+
+    def from_logprobs(
+        self,
+        logp: torch.Tensor,
+        entropy: torch.Tensor,
+        metrics: Metrics,
+        target_ids: torch.Tensor,
+        loss_mask: torch.Tensor,
+        advantages: torch.Tensor,
+        generator_logprobs: torch.Tensor,
+        ref_logprobs: torch.Tensor | None = None,
+    ) -> LossOutput:
+        """The loss from the policy's token logprobs and entropies ``[B, T]`` (with ``metrics``
+        from :func:`losses.ops.token_logprobs`): what :meth:`__call__` does after scoring the
+        logits, for callers that score without materialising them
+        (:func:`losses.ops.token_logprobs_from_hidden`)."""
         if self.beta > 0 and ref_logprobs is None:
             raise ValueError(f"{type(self).__name__} has beta={self.beta} but got no ref_logprobs")
         mask = loss_mask.bool() & (target_ids != self.ignore_index)
-        (logp, entropy), metrics = token_logprobs(logits, target_ids, self.temperature, self.ignore_index)
+        metrics = dict(metrics)
         generator_logprobs = generator_logprobs.to(logp.dtype)
         advantages = advantages.to(logp.dtype)
 

@@ -11,11 +11,12 @@ tokens that count.
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 import torch
 
+from losses.fused_lm_head import DEFAULT_VOCAB_CHUNK, FusedLinearLogprobsAndEntropy
+from losses.fused_logprob import fused_token_logprobs
 from losses.logprob_function import DEFAULT_CHUNK_ELEMENTS, TargetLogprobsAndEntropy
 
 Metrics = dict[str, torch.Tensor]
@@ -82,24 +83,6 @@ def masked_min(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------- logprobs and entropy
 
 
-def _use_fused(logits: torch.Tensor, impl: LogprobImpl) -> bool:
-    """``auto``: the fused Triton kernels on CUDA for bf16/fp16/fp32 logits; elsewhere the chunked op.
-
-    On CPU the fused kernels run only through Triton's interpreter, so ``auto`` picks them there
-    only when ``FORGE_LOGPROB_IMPL=fused`` is set (with ``TRITON_INTERPRET=1``); fp64 logits
-    always take the chunked op, which keeps fp64 math.
-    """
-    if impl not in ("auto", "fused", "chunked"):
-        raise ValueError(f"logprob impl must be 'auto', 'fused' or 'chunked'; got {impl!r}")
-    if impl != "auto":
-        return impl == "fused"
-    if logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        return False
-    if logits.is_cuda:
-        return True
-    return os.environ.get("FORGE_LOGPROB_IMPL") == "fused" and os.environ.get("TRITON_INTERPRET") == "1"
-
-
 def token_logprobs(
     logits: torch.Tensor,
     target_ids: torch.Tensor,
@@ -110,13 +93,13 @@ def token_logprobs(
 ) -> tuple[tuple[torch.Tensor, torch.Tensor], Metrics]:
     """Logprob of each target token and the entropy of each position's distribution.
 
-    Math runs in fp32 (fp64 for fp64 logits) and no full fp32 copy of the logits is ever made.
-    ``impl="fused"`` (the default on CUDA): one Triton pass over the vocabulary forward and one
-    backward (:mod:`losses.fused_logprob`); ``impl="chunked"``: torch ops one chunk of rows at a
-    time (:mod:`losses.logprob_function`; ``chunk_elements`` sizes the chunks), the fallback
-    where Triton cannot run. ``logits / temperature`` is the distribution scored, matching a
-    generator that sampled at that temperature. Positions whose target is ``ignore_index`` get
-    logprob 0 and no gradient.
+    Math runs in fp32 (fp64 for fp64 logits) and no fp32 copy of the logits is ever made.
+    ``impl``: ``fused`` — the Triton kernels of :mod:`losses.fused_logprob` (one pass over the
+    logits forward, one backward); ``chunked`` — torch ops one chunk of rows at a time
+    (:mod:`losses.logprob_function`); ``auto`` — fused on CUDA for 16/32-bit logits, chunked
+    elsewhere (on CPU the fused kernels run only under Triton's interpreter, which is slow).
+    ``logits / temperature`` is the distribution scored, matching a generator that sampled at
+    that temperature. Positions whose target is ``ignore_index`` get logprob 0 and no gradient.
 
     Returns ``((logprobs [B, T], entropy [B, T]), metrics)``; both outputs carry gradients.
     """
@@ -130,12 +113,15 @@ def token_logprobs(
     vocab = logits.shape[-1]
     valid = target_ids != ignore_index
     safe_targets = torch.where(valid, target_ids, torch.zeros_like(target_ids))
-    if _use_fused(logits, impl):
-        from losses.fused_logprob import fused_target_logprobs  # imports triton
-
-        # logits as given: strided views (logits[:, :-1]) are read in place, not copied
-        logp, entropy = fused_target_logprobs(logits, safe_targets.reshape(-1), valid.reshape(-1), float(temperature))
-    else:
+    if impl == "auto":
+        impl = "fused" if logits.is_cuda and logits.dtype != torch.float64 else "chunked"
+    if impl == "fused":
+        if logits.dtype == torch.float64:
+            raise ValueError("impl='fused' computes in fp32; fp64 logits need impl='chunked' (or 'auto')")
+        logp, entropy = fused_token_logprobs(
+            logits.reshape(-1, vocab), safe_targets.reshape(-1), valid.reshape(-1), float(temperature)
+        )
+    elif impl == "chunked":
         logp, entropy = TargetLogprobsAndEntropy.apply(
             logits.reshape(-1, vocab),
             safe_targets.reshape(-1),
@@ -143,6 +129,8 @@ def token_logprobs(
             float(temperature),
             int(chunk_elements),
         )
+    else:
+        raise ValueError(f"impl must be 'auto', 'fused' or 'chunked', got {impl!r}")
     logp = logp.reshape(target_ids.shape)
     entropy = entropy.reshape(target_ids.shape)
     with torch.no_grad():
@@ -159,49 +147,32 @@ def token_logprobs_from_hidden(
     target_ids: torch.Tensor,
     temperature: float = 1.0,
     ignore_index: int = -100,
-    chunk_vocab: int | None = None,
-    impl: LogprobImpl = "auto",
+    vocab_chunk: int = DEFAULT_VOCAB_CHUNK,
 ) -> tuple[tuple[torch.Tensor, torch.Tensor], Metrics]:
-    """:func:`token_logprobs` of ``logits = hidden @ lm_head_weight.T`` without materialising them.
+    """:func:`token_logprobs` of ``hidden @ lm_head_weight.T`` without materialising those logits.
 
-    ``hidden`` is ``[B, T, d]`` (or ``[N, d]``), ``lm_head_weight`` ``[V, d]`` (no bias), in one
-    dtype. The fused path (:mod:`losses.fused_linear_logprob`, default on CUDA) walks the
-    vocabulary ``chunk_vocab`` rows of the head at a time in both passes; gradients flow to
-    ``hidden`` and ``lm_head_weight``. Elsewhere the logits are materialised and scored by
-    :func:`token_logprobs` (same results). Returns ``((logprobs, entropy), metrics)`` shaped
-    like ``target_ids``.
+    ``hidden`` is ``target_ids.shape + (d,)`` (the last hidden states), ``lm_head_weight`` is
+    ``[V, d]``; the vocabulary is processed ``vocab_chunk`` columns at a time
+    (:mod:`losses.fused_lm_head`). Gradients flow to ``hidden`` and ``lm_head_weight``.
     """
-    if hidden.dim() < 2 or hidden.shape[:-1] != target_ids.shape:
+    if hidden.shape[:-1] != target_ids.shape or lm_head_weight.dim() != 2 or \
+            lm_head_weight.shape[1] != hidden.shape[-1]:
         raise ValueError(
-            f"hidden {tuple(hidden.shape)} must be target_ids.shape + (d,); target_ids is {tuple(target_ids.shape)}"
+            f"hidden {tuple(hidden.shape)} must be target_ids.shape + (d,) and lm_head_weight "
+            f"{tuple(lm_head_weight.shape)} must be (vocab, d); target_ids is {tuple(target_ids.shape)}"
         )
-    if lm_head_weight.dim() != 2 or lm_head_weight.shape[1] != hidden.shape[-1]:
-        raise ValueError(
-            f"lm_head_weight {tuple(lm_head_weight.shape)} must be [vocab, {hidden.shape[-1]}] to match hidden"
-        )
-    if hidden.dtype != lm_head_weight.dtype:
-        raise ValueError(f"hidden ({hidden.dtype}) and lm_head_weight ({lm_head_weight.dtype}) must share a dtype")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    if not _use_fused(hidden, impl):
-        return token_logprobs(hidden @ lm_head_weight.T, target_ids, temperature, ignore_index, impl="chunked")
-    from losses.fused_linear_logprob import DEFAULT_CHUNK_VOCAB, LinearTargetLogprobsAndEntropy
-
-    chunk = DEFAULT_CHUNK_VOCAB if chunk_vocab is None else int(chunk_vocab)
-    if chunk < 1:
-        raise ValueError(f"chunk_vocab must be >= 1, got {chunk_vocab}")
     valid = target_ids != ignore_index
     safe_targets = torch.where(valid, target_ids, torch.zeros_like(target_ids))
-    logp, entropy = LinearTargetLogprobsAndEntropy.apply(
+    logp, entropy = FusedLinearLogprobsAndEntropy.apply(
         hidden.reshape(-1, hidden.shape[-1]), lm_head_weight, safe_targets.reshape(-1), valid.reshape(-1),
-        float(temperature), chunk, None,
+        float(temperature), int(vocab_chunk),
     )
     logp, entropy = logp.reshape(target_ids.shape), entropy.reshape(target_ids.shape)
     with torch.no_grad():
-        metrics = {
-            "loss/logprob_mean": masked_mean(logp.detach(), valid),
-            "loss/entropy": masked_mean(entropy.detach(), valid),
-        }
+        metrics = {"loss/logprob_mean": masked_mean(logp.detach(), valid),
+                   "loss/entropy": masked_mean(entropy.detach(), valid)}
     return (logp, entropy), metrics
 
 

@@ -27,6 +27,7 @@ from transformers import PreTrainedModel
 
 from forge_kernels.config import StrictModel
 from forge_kernels.types import Batch
+from losses.ops import token_logprobs, token_logprobs_from_hidden
 
 __all__ = ["HFTrainingEngine", "OptimConfig", "TrainingLoss"]
 
@@ -43,6 +44,9 @@ class OptimConfig(StrictModel):
     max_grad_norm: float | None = Field(default=1.0, gt=0)
     micro_batch_tokens: int = Field(default=4096, ge=1, description="padded tokens per micro-batch")
     dtype: Literal["float32", "bfloat16"] = "float32"
+    activation_checkpointing: bool = Field(
+        default=False, description="recompute each decoder layer's activations in the backward pass (HF engine): "
+                                   "less memory for long batches or large models, ~1/3 more compute")
 
     @model_validator(mode="after")
     def _decay_needs_total(self) -> OptimConfig:
@@ -61,6 +65,10 @@ class TrainingLoss(Protocol):
                  advantages: torch.Tensor, generator_logprobs: torch.Tensor,
                  ref_logprobs: torch.Tensor | None = None): ...
 
+    def from_logprobs(self, logp: torch.Tensor, entropy: torch.Tensor, metrics: dict, target_ids: torch.Tensor,
+                      loss_mask: torch.Tensor, advantages: torch.Tensor, generator_logprobs: torch.Tensor,
+                      ref_logprobs: torch.Tensor | None = None): ...
+
 
 def _decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
@@ -74,14 +82,21 @@ def _decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
 class HFTrainingEngine:
     """Owns the model, the optimiser and the LR schedule; ``train_step`` runs one update."""
 
-    def __init__(self, model: PreTrainedModel, optim: OptimConfig, loss: TrainingLoss, device: str = "cpu"):
+    def __init__(self, model: PreTrainedModel, optim: OptimConfig, loss: TrainingLoss, device: str = "cpu",
+                 fused_lm_head: bool = False):
         self.cfg = optim
         self.loss = loss
+        self.fused_lm_head = fused_lm_head
         self.device = torch.device(device)
         self.world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         self.rank = dist.get_rank() if self.world_size > 1 else 0
         self.model = model.to(self.device, dtype=getattr(torch, optim.dtype)).train()
+        if optim.activation_checkpointing:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if self.world_size > 1:
+            if fused_lm_head:
+                raise ValueError("trainer.fused_lm_head needs the whole LM head in one process; with FSDP "
+                                 f"(procs={self.world_size}) leave it off")
             self._shard()
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=optim.lr, betas=optim.betas, weight_decay=optim.weight_decay
@@ -181,15 +196,19 @@ class HFTrainingEngine:
         def take(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t[part].to(self.device)
 
+        args = (take(batch.target_ids), take(batch.loss_mask), take(batch.advantages),
+                take(batch.generator_logprobs), take(batch.ref_logprobs))
+        if self.fused_lm_head:  # logprobs straight from the hidden states: no [B, T, V] logits
+            (logp, entropy), metrics = self._scores_from_hidden(take(batch.input_ids), args[0])
+            return self.loss.from_logprobs(logp, entropy, metrics, *args)
         logits = self.model(input_ids=take(batch.input_ids), attention_mask=None).logits
-        return self.loss(
-            logits,
-            take(batch.target_ids),
-            take(batch.loss_mask),
-            take(batch.advantages),
-            take(batch.generator_logprobs),
-            take(batch.ref_logprobs),
-        )
+        return self.loss(logits, *args)
+
+    def _scores_from_hidden(self, input_ids: torch.Tensor, target_ids: torch.Tensor):
+        hidden = self.model.get_decoder()(input_ids=input_ids).last_hidden_state
+        weight = self.model.get_output_embeddings().weight
+        return token_logprobs_from_hidden(hidden, weight, target_ids, self.loss.temperature,
+                                          getattr(self.loss, "ignore_index", -100))
 
     @torch.no_grad()
     def logprobs(self, batch: Batch) -> torch.Tensor:
@@ -200,10 +219,13 @@ class HFTrainingEngine:
         self.model.eval()
         out = torch.zeros(batch.target_ids.shape)
         for part in self.micro_batches(batch):
-            logits = self.model(input_ids=batch.input_ids[part].to(self.device)).logits.float()
+            ids = batch.input_ids[part].to(self.device)
             targets = batch.target_ids[part].clamp(min=0).to(self.device)
-            lp = torch.log_softmax(logits / self.loss.temperature, -1).gather(-1, targets[..., None])[..., 0]
-            out[part] = lp.cpu() * batch.loss_mask[part]
+            if self.fused_lm_head:
+                (lp, _), _ = self._scores_from_hidden(ids, targets)
+            else:
+                (lp, _), _ = token_logprobs(self.model(input_ids=ids).logits, targets, self.loss.temperature)
+            out[part] = lp.float().cpu() * batch.loss_mask[part]
         self.model.train()
         return out
 

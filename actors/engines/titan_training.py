@@ -38,6 +38,7 @@ from actors.engines.titan_model import titan_model_spec
 from forge_kernels.config import StrictModel
 from forge_kernels.distributed import DistributedConfig, free_port, init_process_group
 from forge_kernels.types import Batch
+from losses.ops import token_logprobs
 
 __all__ = ["TitanCheckpointConfig", "TitanConfig", "TitanTrainingEngine"]
 
@@ -161,10 +162,9 @@ class TitanTrainingEngine(HFTrainingEngine):
         self.model.eval()
         out = torch.zeros(batch.target_ids.shape)
         for part in self.micro_batches(batch):
-            logits = self._logits(batch.input_ids[part]).float()
             targets = batch.target_ids[part].clamp(min=0).to(self.device)
-            lp = torch.log_softmax(logits / self.loss.temperature, -1).gather(-1, targets[..., None])[..., 0]
-            out[part] = lp.cpu() * batch.loss_mask[part]
+            (lp, _), _ = token_logprobs(self._logits(batch.input_ids[part]), targets, self.loss.temperature)
+            out[part] = lp.float().cpu() * batch.loss_mask[part]
         self.model.train()
         return out
 

@@ -17,6 +17,7 @@ from forge_kernels.config import StrictModel
 from forge_kernels.env.base import EnvSpec
 from forge_kernels.env.multiturn import TurnsConfig
 from forge_kernels.metrics import MetricsConfig
+from forge_kernels.models.real_shapes import RealShapeName
 from forge_kernels.models.tiny import TinyModelConfig
 from forge_kernels.runtime import RuntimeConfig
 from forge_kernels.store import StoreConfig
@@ -30,6 +31,9 @@ class ModelSection(StrictModel):
     """Where the policy starts: a checkpoint directory, or a tiny model built from config."""
 
     path: str | None = Field(default=None, description="HF checkpoint dir (model + tokenizer), e.g. SFT output")
+    random_init: RealShapeName | None = Field(
+        default=None, description="a real architecture with random bf16 weights (qwen3-1.7b, qwen3-8b, ...): for "
+                                  "benchmarks and scale tests only, never for learning (forge_kernels.models.real_shapes)")
     tiny: TinyModelConfig = TinyModelConfig()
     vocab_size: int = Field(default=1024, ge=300, description="BPE vocabulary trained on the task corpus")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 
 from forge_kernels.config import StrictModel
 from losses.base import LossOutput
+from losses.ops import token_logprobs
 
 __all__ = ["SFTLoss"]
 
@@ -27,11 +27,19 @@ class SFTLoss(StrictModel):
     def __call__(self, logits: torch.Tensor, target_ids: torch.Tensor, loss_mask: torch.Tensor,
                  advantages: torch.Tensor | None = None, generator_logprobs: torch.Tensor | None = None,
                  ref_logprobs: torch.Tensor | None = None) -> LossOutput:
-        mask = loss_mask.bool() & (target_ids != self.ignore_index)
-        targets = target_ids.clamp(min=0)
-        nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none").view(mask.shape)
-        count = mask.sum().clamp(min=1)
-        loss = (nll * mask).sum() / count
+        (logp, entropy), metrics = token_logprobs(logits, target_ids, self.temperature, self.ignore_index)
+        out = self.from_logprobs(logp, entropy, metrics, target_ids, loss_mask)
         with torch.no_grad():
-            correct = ((logits.argmax(-1) == targets) & mask).sum() / count
-        return LossOutput(loss, {"loss/sft": loss.detach(), "train/token_accuracy": correct})
+            mask = loss_mask.bool() & (target_ids != self.ignore_index)
+            correct = ((logits.argmax(-1) == target_ids) & mask).sum() / mask.sum().clamp(min=1)
+        out.metrics["train/token_accuracy"] = correct
+        return out
+
+    def from_logprobs(self, logp: torch.Tensor, entropy: torch.Tensor, metrics: dict, target_ids: torch.Tensor,
+                      loss_mask: torch.Tensor, advantages: torch.Tensor | None = None,
+                      generator_logprobs: torch.Tensor | None = None,
+                      ref_logprobs: torch.Tensor | None = None) -> LossOutput:
+        """The loss from target logprobs (see :meth:`losses.base.PolicyLoss.from_logprobs`)."""
+        mask = loss_mask.bool() & (target_ids != self.ignore_index)
+        loss = -(logp * mask).sum() / mask.sum().clamp(min=1)
+        return LossOutput(loss, {"loss/sft": loss.detach()})

@@ -14,12 +14,13 @@ __all__ = ["ShmTensorStore", "StoreConfig", "TensorStore", "build_store", "weigh
 class StoreConfig(StrictModel):
     """The ``store:`` YAML section.
 
-    ``backend``: ``shm`` (shared memory, one host) or ``torchstore`` (a torchstore instance on the
-    Monarch mesh, any hosts; the app's main process calls ``await store.initialize()`` once).
-    ``root`` is where the shm backend keeps its files; the torchstore backend ignores it.
+    ``backend``: ``shm`` (shared memory, one host), ``cuda_ipc`` (device buffers shared over CUDA
+    IPC, one host with GPUs: weights go GPU to GPU) or ``torchstore`` (a torchstore instance on
+    the Monarch mesh, any hosts; the app's main process calls ``await store.initialize()`` once).
+    ``root`` is where the shm and cuda_ipc backends keep their files; torchstore ignores it.
     """
 
-    backend: Literal["shm", "torchstore"] = "shm"
+    backend: Literal["shm", "cuda_ipc", "torchstore"] = "shm"
     namespace: str = "forge"
     root: str = "/dev/shm/forge_kernels"
 
@@ -32,4 +33,8 @@ def build_store(cfg: StoreConfig) -> TensorStore:
         from forge_kernels.store.torchstore_backend import TorchStoreTensorStore
 
         return TorchStoreTensorStore(cfg.namespace)
+    if cfg.backend == "cuda_ipc":
+        from forge_kernels.store.cuda_ipc import CudaIpcTensorStore
+
+        return CudaIpcTensorStore(cfg.namespace, cfg.root)
     return ShmTensorStore(cfg.namespace, cfg.root)

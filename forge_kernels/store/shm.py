@@ -45,7 +45,7 @@ class _Segment:
     name: str
     fd: int
     size: int
-    buffer: mmap.mmap
+    buffer: mmap.mmap | torch.Tensor  # a host mapping here; a device buffer in subclasses
 
 
 class ShmTensorStore(TensorStore):
@@ -103,6 +103,7 @@ class ShmTensorStore(TensorStore):
         try:
             for entry, tensor in zip(entries, state_dict.values(), strict=True):
                 self._view(segment, entry).copy_(tensor.detach().reshape(entry["shape"]))
+            self._copies_done()
             meta = {"segment": segment.name, "token": uuid.uuid4().hex, "tensors": entries}
             tmp = self._key_path(key).with_suffix(f".tmp{os.getpid()}")
             tmp.parent.mkdir(parents=True, exist_ok=True)
@@ -141,7 +142,8 @@ class ShmTensorStore(TensorStore):
     def close_sync(self, unlink: bool = False) -> None:
         """Unmap segments; with ``unlink`` also remove the whole namespace from shared memory."""
         for seg in self._segments.values():
-            seg.buffer.close()
+            if isinstance(seg.buffer, mmap.mmap):
+                seg.buffer.close()
             os.close(seg.fd)
         self._segments.clear()
         if unlink:
@@ -164,7 +166,7 @@ class ShmTensorStore(TensorStore):
         for entry in entries:
             src = self._view(segment, entry)
             if user is None:
-                dst = torch.empty(entry["shape"], dtype=src.dtype)
+                dst = self._new_tensor(entry["shape"], src.dtype)
             else:
                 dst = user[entry["name"]]
                 if list(dst.shape) != entry["shape"] or dst.dtype != src.dtype:
@@ -174,7 +176,16 @@ class ShmTensorStore(TensorStore):
                     )
             dst.copy_(src)
             out[entry["name"]] = dst
+        self._copies_done()
         return out
+
+    def _new_tensor(self, shape: list[int], dtype: torch.dtype) -> torch.Tensor:
+        """Where a read without ``user_state_dict`` puts a tensor (host memory here)."""
+        return torch.empty(shape, dtype=dtype)
+
+    def _copies_done(self) -> None:
+        """Called before a segment's lock is released after copies into or out of it: the copies
+        must be complete by then (host copies are synchronous; device copies override this)."""
 
     def _view(self, segment: _Segment, entry: dict) -> torch.Tensor:
         dtype = getattr(torch, entry["dtype"])
@@ -202,10 +213,10 @@ class ShmTensorStore(TensorStore):
         in_use = self._segments_in_use()
         candidates = sorted(
             (p for p in (self.dir / "segments").iterdir() if p.name not in in_use),
-            key=lambda p: p.stat().st_size,
+            key=self._capacity,
         )
         for path in candidates:
-            if path.stat().st_size < nbytes:
+            if self._capacity(path) < nbytes:
                 continue
             try:
                 lock_fd = self._lock(path.name, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -216,13 +227,20 @@ class ShmTensorStore(TensorStore):
                 continue
             return self._open_segment(path.name), lock_fd
         name = uuid.uuid4().hex
-        size = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
         fd = os.open(self.dir / "segments" / name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        os.ftruncate(fd, size)
         lock_fd = self._lock(name, fcntl.LOCK_EX)  # nobody else knows the name yet: never blocks
-        segment = _Segment(name, fd, size, mmap.mmap(fd, size))
-        self._segments[name] = segment
+        segment = self._segments[name] = self._create_segment(name, fd, nbytes)
         return segment, lock_fd
+
+    def _create_segment(self, name: str, fd: int, nbytes: int) -> _Segment:
+        """Back the new (empty, exclusively locked) segment file ``fd`` with at least ``nbytes``."""
+        size = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+        os.ftruncate(fd, size)
+        return _Segment(name, fd, size, mmap.mmap(fd, size))
+
+    def _capacity(self, path: Path) -> int:
+        """Bytes the segment at ``path`` can hold."""
+        return path.stat().st_size
 
     def _segments_in_use(self) -> set[str]:
         return {self._read_meta(k, missing_ok=True).get("segment") for k in self.keys_sync()}
@@ -230,10 +248,14 @@ class ShmTensorStore(TensorStore):
     def _open_segment(self, name: str) -> _Segment:
         segment = self._segments.get(name)
         if segment is None:
-            fd = os.open(self.dir / "segments" / name, os.O_RDWR)
-            size = os.fstat(fd).st_size
-            segment = self._segments[name] = _Segment(name, fd, size, mmap.mmap(fd, size))
+            segment = self._segments[name] = self._map_segment(name)
         return segment
+
+    def _map_segment(self, name: str) -> _Segment:
+        """Map segment ``name``, written by another handle or process, into this one."""
+        fd = os.open(self.dir / "segments" / name, os.O_RDWR)
+        size = os.fstat(fd).st_size
+        return _Segment(name, fd, size, mmap.mmap(fd, size))
 
     def _key_path(self, key: str) -> Path:
         return self.dir / "keys" / f"{key}.json"
