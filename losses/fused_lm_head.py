@@ -67,7 +67,8 @@ class FusedLinearLogprobsAndEntropy(torch.autograd.Function):
         log_s = torch.log(s)
         lse = m + log_s
         entropy = log_s - t / s
-        logp = torch.where(valid, target_z - lse, torch.zeros_like(lse))
+        # (z[y] - m) - log s, not z[y] - lse: exact for a peaked row whose target is the max
+        logp = torch.where(valid, (target_z - m) - log_s, torch.zeros_like(lse))
         ctx.save_for_backward(hidden, weight, targets, valid, lse, entropy)
         ctx.temperature, ctx.chunk = temperature, chunk
         ctx.set_materialize_grads(False)

@@ -8,7 +8,9 @@ With ``z = logits / T``, ``p = softmax(z)``, ``lse = logsumexp(z)``:
   ``t = sum exp(z - m) * (z - m)``. Partials of a row's slices combine exactly (rebased to the
   largest ``m``), giving ``lse = m + log s`` and the entropy ``H = log s - t / s``, computed
   relative to the max so a peaked row does not cancel ``lse`` against ``E[z]``. The target's
-  logit is one gather: ``logp = z[y] - lse``.
+  logit is one gather: ``logp = (z[y] - m) - log s`` -- exact when the target is the max, where
+  ``z[y] - lse`` would lose half an ulp of ``lse`` (3e-5 at ``|z|`` ~ 1000, e.g. a peaked row
+  at a low temperature).
 * backward: ``dlogp/dz = onehot(y) - p`` and ``dH/dz = -p (log p + H)``, so each element's
   gradient needs only its own logit and the row's ``lse`` and ``H``: one pass writes it in the
   logits' dtype.
@@ -50,10 +52,27 @@ def kernel_config(num_rows: int, vocab: int, device: torch.device) -> KernelConf
         splits = max(1, min(triton.cdiv(4 * sms, max(num_rows, 1)), triton.cdiv(vocab, block)))
     else:  # the interpreter: ~0.5 ms per program instance, so few, large blocks
         block, warps, splits = min(triton.next_power_of_2(vocab), 4096), 1, 1
-    block = int(os.environ.get("FORGE_LOGPROB_BLOCK", block))
-    warps = int(os.environ.get("FORGE_LOGPROB_WARPS", warps))
-    splits = int(os.environ.get("FORGE_LOGPROB_SPLITS", splits))
+    block = _env_int("FORGE_LOGPROB_BLOCK", block)
+    warps = _env_int("FORGE_LOGPROB_WARPS", warps)
+    splits = _env_int("FORGE_LOGPROB_SPLITS", splits)
+    if block < 16 or block & (block - 1):
+        raise ValueError(f"FORGE_LOGPROB_BLOCK must be a power of two >= 16, got {block}")
+    if warps not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"FORGE_LOGPROB_WARPS must be one of 1, 2, 4, 8, 16, 32; got {warps}")
+    if splits < 1:
+        raise ValueError(f"FORGE_LOGPROB_SPLITS must be >= 1, got {splits}")
     return KernelConfig(block, warps, max(1, min(splits, triton.cdiv(vocab, block))))
+
+
+def _env_int(name: str, default: int) -> int:
+    """An integer override from the environment (sweeps), or ``default``; a clear error if bad."""
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from exc
 
 
 @triton.jit
@@ -150,7 +169,7 @@ class FusedTargetLogprobsAndEntropy(torch.autograd.Function):
         lse = top.squeeze(1) + log_s
         entropy = log_s - total_t / total_s
         target_z = logits.gather(1, targets.unsqueeze(1)).squeeze(1).float() * inv_temp
-        logp = torch.where(valid, target_z - lse, torch.zeros_like(lse))
+        logp = torch.where(valid, (target_z - top.squeeze(1)) - log_s, torch.zeros_like(lse))
         ctx.save_for_backward(logits, targets, valid, lse, entropy)
         ctx.temperature = temperature
         ctx.set_materialize_grads(False)

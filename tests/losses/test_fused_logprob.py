@@ -103,3 +103,26 @@ def test_from_hidden_matches_fp64_without_materialising_logits(dtype, g_rtol):
     scale_h, scale_w = rh.grad.abs().max(), rw.grad.abs().max()
     assert torch.allclose(h.grad.double(), rh.grad, atol=float(scale_h) * g_rtol, rtol=0)
     assert torch.allclose(w.grad.double(), rw.grad, atol=float(scale_w) * g_rtol, rtol=0)
+
+
+def test_peaked_row_at_low_temperature_keeps_its_logprob_exact():
+    # z = logits / 0.1 reaches ~1000: z[y] - lse would lose half an ulp of lse (~3e-5 in fp32)
+    torch.manual_seed(3)
+    logits = torch.randn(3, 500)
+    logits[:, 7], logits[:, 8] = 100.0, 99.97  # two near-tied top tokens: log s ~ 0.55, not 0
+    targets = torch.tensor([7, 8, 7])
+    (logp, entropy), _ = token_logprobs(logits, targets, 0.1, impl="fused")
+    ref_logp, ref_entropy = _reference(logits, targets, 0.1)
+    assert (logp.double() - ref_logp).abs().max().item() < 1e-5
+    assert (entropy.double() - ref_entropy).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize(
+    "name,value,message",
+    [("FORGE_LOGPROB_BLOCK", "big", "must be an integer"), ("FORGE_LOGPROB_BLOCK", "100", "power of two"),
+     ("FORGE_LOGPROB_WARPS", "3", "one of 1, 2, 4"), ("FORGE_LOGPROB_SPLITS", "0", ">= 1")],
+)
+def test_bad_kernel_overrides_are_clear_errors(name, value, message, monkeypatch):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=f"{name}.*{message}"):
+        token_logprobs(torch.randn(2, 3, 64), torch.zeros(2, 3, dtype=torch.long), impl="fused")
