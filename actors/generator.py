@@ -77,6 +77,10 @@ class Generator(Actor):
         # a fixed seed must not give every call the same samples: each call gets the next seed
         seed = self.config.sampling.seed
         self._next_seed = None if seed is None else seed * 1_000_003 + self.rank
+        if cfg.engine != "openai":  # a replica restarted mid-run starts at the newest published version
+            versions = [int(k.rsplit("v", 1)[1]) for k in await self.store.keys("weights/v")]
+            if versions:
+                await self._load_version(max(versions))
 
     @endpoint
     async def generate(self, prompt_ids: list[list[int]], n: int,
@@ -103,11 +107,7 @@ class Generator(Actor):
         async with self.gate.update():
             if version == self.engine.policy_version:
                 return version
-            if isinstance(self.engine, HFGenerationEngine):
-                state_dict = await self.store.get_state_dict(weights_key(version))
-                await asyncio.to_thread(self.engine.load_weights, state_dict, version)
-            else:  # vllm reads the store in its own workers; openai refuses (frozen policy)
-                await self.engine.update_weights(version)
+            await self._load_version(version)
         record_metric("perf/weight_load_s", time.monotonic() - start)  # drain + read the store + load
         return version
 
@@ -123,6 +123,13 @@ class Generator(Actor):
         part = Path(path) / f"generator-rank{self.rank}.json"
         if part.is_file():
             self._next_seed = json.loads(part.read_text())["next_seed"]
+
+    async def _load_version(self, version: int) -> None:
+        if isinstance(self.engine, HFGenerationEngine):
+            state_dict = await self.store.get_state_dict(weights_key(version))
+            await asyncio.to_thread(self.engine.load_weights, state_dict, version)
+        else:  # vllm reads the store in its own workers; openai refuses (frozen policy)
+            await self.engine.update_weights(version)
 
     @endpoint
     async def policy_version(self) -> int:

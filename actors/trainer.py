@@ -60,6 +60,9 @@ class Trainer(Actor):
         store: StoreConfig = StoreConfig()
         keep_versions: int = Field(default=2, ge=1, description="published versions kept in the store")
         log_mismatch: bool = Field(default=True, description="recompute logprobs before each step (one forward)")
+        max_restarts: int = Field(
+            default=2, ge=0, description="the GRPO app's budget of recoveries: when an actor's process dies, the run "
+                                         "resumes from the newest checkpoint (needs checkpoint.interval)")
         fused_lm_head: bool = Field(
             default=False, description="score tokens from the last hidden states and the LM head in vocabulary "
                                        "chunks, never materialising [B, T, V] logits (HF engine, one process)")

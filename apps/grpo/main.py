@@ -26,7 +26,7 @@ from actors.reward import RewardActor
 from actors.trainer import Trainer
 from forge_kernels.checkpoint import CheckpointWriter, complete_checkpoints, find_resume_point
 from forge_kernels.config import ConfigError, run_app, run_to_exit
-from forge_kernels.metrics import ConsoleBackendConfig, MetricLogger
+from forge_kernels.metrics import ConsoleBackendConfig, MetricLogger, Reduce, get_collector, record_metric
 from forge_kernels.runtime import Actor, ActorCallError, ActorDiedError, shutdown, spawn
 from forge_kernels.distributed import free_port
 from forge_kernels.store import build_store
@@ -45,7 +45,7 @@ from apps.grpo.loops import (
 )
 from apps.grpo.model_init import resolve_model_path
 
-__all__ = ["GRPOFailed", "PROGRESS_KEYS", "main", "run"]
+__all__ = ["GRPOFailed", "PROGRESS_KEYS", "main", "run", "run_recovering"]
 
 log = logging.getLogger("apps.grpo")
 
@@ -57,7 +57,11 @@ PROGRESS_KEYS = [
 
 
 class GRPOFailed(RuntimeError):
-    """An actor failed; the run was stopped."""
+    """An actor failed; the run was stopped. ``history``: the metrics of the steps it finished."""
+
+    def __init__(self, message: str, history: list[dict[str, float]] | None = None) -> None:
+        super().__init__(message)
+        self.history = history or []
 
 
 def actor_class(cfg: GRPOConfig, name: str, default: type[Actor],
@@ -107,9 +111,38 @@ async def spawn_actors(cfg: GRPOConfig, model_path: str,
     return Actors(**dict(zip(names, handles)))
 
 
-async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None) -> list[dict[str, float]]:
+async def run_recovering(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None) -> list[dict[str, float]]:
+    """:func:`run`, and when an actor's process dies mid-run, run again from the newest checkpoint
+    (up to ``trainer.max_restarts`` times; needs ``checkpoint.interval``). Returns the metrics of
+    every step, each once. A failure that is not a death, or one beyond the budget, is raised."""
+    history: list[dict[str, float]] = []
+    restarts = 0
+    while True:
+        attempt_cfg = cfg if restarts == 0 else cfg.model_copy(update={"resume": "auto"})
+        point = find_resume_point(attempt_cfg.resume, cfg.checkpoint_dir, run_fingerprint(cfg, resolve_model_path(cfg)))
+        start = 0 if point is None else point.step + 1
+        try:
+            rows = await run(attempt_cfg, classes, restarts=restarts)
+            return history[:start] + rows if restarts else rows
+        except GRPOFailed as err:
+            died = isinstance(err.__cause__, ActorDiedError)
+            if not died or cfg.checkpoint.interval is None or restarts >= cfg.trainer.max_restarts \
+                    or not complete_checkpoints(cfg.checkpoint_dir):
+                if died and restarts >= cfg.trainer.max_restarts:
+                    raise GRPOFailed(f"{err} (after {restarts} recoveries: trainer.max_restarts="
+                                     f"{cfg.trainer.max_restarts})") from err.__cause__
+                raise
+            history = history[:start] + err.history
+            restarts += 1
+            log.warning("an actor died (%s); recovery %d/%d: resuming from the newest checkpoint",
+                        err.__cause__, restarts, cfg.trainer.max_restarts)
+
+
+async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None,
+              restarts: int = 0) -> list[dict[str, float]]:
     """Run the app; returns the flushed metrics of every step (of this invocation: a resumed run
-    returns the steps it ran). ``classes`` replaces actor classes."""
+    returns the steps it ran). ``classes`` replaces actor classes; ``restarts`` (recoveries so
+    far, see :func:`run_recovering`) is logged as ``run/restarts``."""
     model_path = resolve_model_path(cfg)
     fingerprint = run_fingerprint(cfg, model_path)
     resume = find_resume_point(cfg.resume, cfg.checkpoint_dir, fingerprint)
@@ -124,6 +157,7 @@ async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None)
                 else b for b in cfg.metrics.backends]
     logger = MetricLogger.from_config(cfg.metrics.model_copy(update={"backends": backends}), total_steps=cfg.steps,
                                       resume_step=None if resume is None else start)
+    get_collector().drain()  # values an earlier run in this process recorded but never flushed are not ours
     state = LoopState()
     actors: Actors | None = None
     runner: StepRunner | None = None
@@ -138,6 +172,8 @@ async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None)
         writer = None if cfg.checkpoint.interval is None else CheckpointWriter(cfg.checkpoint_dir, cfg.checkpoint.keep)
         runner = StepRunner(actors, cfg, state, logger, checkpoint=None if writer is None else
                             lambda step: save_checkpoint(actors, writer, step, state.version, fingerprint))
+        if restarts:
+            record_metric("run/restarts", restarts, Reduce.MAX)  # in the first row after a recovery
         if cfg.mode == "sync":
             await synchronous_steps(runner, start)
         else:
@@ -150,7 +186,7 @@ async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None)
         if cfg.checkpoint.interval is not None:
             newest = complete_checkpoints(cfg.checkpoint_dir)
             hint = f"; resume from {newest[-1]} (resume: auto)" if newest else ""
-        raise GRPOFailed(f"GRPO stopped at policy version {state.version}: {err}{hint}") from err
+        raise GRPOFailed(f"GRPO stopped at policy version {state.version}: {err}{hint}", state.history) from err
     finally:
         if runner is not None:
             await runner.abandon_weight_sync()
@@ -223,7 +259,7 @@ def main(cfg: GRPOConfig) -> list[dict[str, float]]:
         import torch
 
         torch.set_num_threads(cfg.torch_threads)
-    return run_to_exit(run(cfg), GRPOFailed, "interrupted: actors stopped, run directory kept")
+    return run_to_exit(run_recovering(cfg), GRPOFailed, "interrupted: actors stopped, run directory kept")
 
 
 if __name__ == "__main__":

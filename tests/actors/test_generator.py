@@ -62,10 +62,10 @@ def test_concurrent_requests_never_mix_versions(checkpoint, store_cfg, run):
 
     async def scenario():
         store = build_store(store_cfg)
-        await store.put_state_dict(new_weights, weights_key(1))
         gen = Generator(Generator.Config(model_path=checkpoint, store=store_cfg,
                                          sampling=SamplingConfig(max_tokens=24, temperature=1.0)))
         await gen.setup()
+        await store.put_state_dict(new_weights, weights_key(1))  # published after the generator started
         peak = 0
 
         async def request(i):
@@ -104,9 +104,9 @@ def test_concurrent_requests_never_mix_versions(checkpoint, store_cfg, run):
 def test_spawned_generator_loads_versions_from_the_store(checkpoint, store_cfg, run):
     async def scenario():
         store = build_store(store_cfg)
-        await store.put_state_dict(_perturbed_state_dict(checkpoint), weights_key(3))
         gen = await spawn(Generator, {"model_path": checkpoint, "store": store_cfg.model_dump(),
                                       "sampling": {"max_tokens": 4, "seed": 7}})
+        await store.put_state_dict(_perturbed_state_dict(checkpoint), weights_key(3))
         try:
             before = await gen.generate.call_one([[5, 6, 7]], 3)
             assert await gen.update_weights.call_one(3) == 3
@@ -122,3 +122,18 @@ def test_spawned_generator_loads_versions_from_the_store(checkpoint, store_cfg, 
     assert [c.policy_version for c in before] == [0, 0, 0] and [c.policy_version for c in after] == [3, 3, 3]
     assert all(len(c.token_ids) == len(c.logprobs) <= 4 for c in before + after)
     assert len({tuple(c.token_ids) for c in before}) > 1  # per-call seeds still differ per sample
+
+
+def test_a_generator_started_mid_run_loads_the_newest_version(checkpoint, store_cfg, run):
+    """A replica restarted after its process died comes back at the policy's current version, not
+    at the starting checkpoint."""
+    async def scenario():
+        store = build_store(store_cfg)
+        for v in (2, 3):
+            await store.put_state_dict(_perturbed_state_dict(checkpoint), weights_key(v))
+        gen = Generator(Generator.Config(model_path=checkpoint, store=store_cfg))
+        await gen.setup()
+        await store.close()
+        return await gen.policy_version()
+
+    assert run(scenario()) == 3

@@ -123,3 +123,103 @@ def test_bad_checkpoints_are_clear_errors(tmp_path, tiny_config):
     (ckpt / "meta.json").unlink()
     with pytest.raises(CheckpointError, match="is incomplete: no meta.json"):
         asyncio.run(run(tiny_config(f"resume={ckpt}")))
+
+
+CRASHING_TRAINER = '''
+import os
+from pathlib import Path
+
+from actors.trainer import Trainer
+from forge_kernels.runtime import endpoint
+
+
+class CrashOnceTrainer(Trainer):
+    """Its process dies (os._exit) at its third step, once: the marker file remembers."""
+
+    @endpoint
+    async def train_step(self, episodes):
+        mark = Path(os.environ["FK_CRASH_MARK"])
+        if self.version == 2 and not mark.exists():
+            mark.write_text("crashed")
+            os._exit(1)
+        return await super().train_step(episodes)
+'''
+
+
+def test_a_trainer_process_that_dies_is_recovered_from_the_newest_checkpoint(tmp_path, monkeypatch):
+    """Monarch backend: the trainer's process exits mid-run; the app resumes from the newest
+    checkpoint and finishes, each step logged once, the recovery in the metrics."""
+    import psutil
+
+    from apps.grpo.config import GRPOConfig
+    from apps.grpo.main import run_recovering
+    from forge_kernels.config import load_config
+
+    (tmp_path / "crash_mod").mkdir()
+    (tmp_path / "crash_mod" / "fk_crash_trainer.py").write_text(CRASHING_TRAINER)
+    monkeypatch.syspath_prepend(str(tmp_path / "crash_mod"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "crash_mod"), str(ROOT),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("FK_CRASH_MARK", str(tmp_path / "crashed.mark"))
+    cfg = load_config(GRPOConfig, ROOT / "configs" / "grpo_tiny_monarch.yaml", [
+        f"run_dir={tmp_path}/run", f"store.namespace=k{uuid.uuid4().hex[:8]}", f"store.root={tmp_path}/shm",
+        f"metrics.backends.1.path={tmp_path}/metrics.jsonl", "steps=4", "mode=sync", "checkpoint.interval=1",
+        "runtime_overrides.trainer.procs=1", "actor_classes.trainer=fk_crash_trainer:CrashOnceTrainer"])
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    history = asyncio.run(run_recovering(cfg))
+    assert (tmp_path / "crashed.mark").exists()  # the trainer really died once
+    assert [h["train/version/mean"] for h in history] == [1.0, 2.0, 3.0, 4.0]
+    rows = _rows(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert [r.get("run/restarts/max", 0.0) for r in rows] == [0.0, 0.0, 1.0, 0.0]
+    time.sleep(1)
+    leftover = {p.pid for p in psutil.Process().children(recursive=True) if p.is_running()} - before
+    assert not leftover, "actor processes outlived the run"
+
+
+CRASHING_GENERATOR = '''
+import os
+from pathlib import Path
+
+from actors.generator import Generator
+from forge_kernels.runtime import endpoint
+
+
+class CrashOnceGenerator(Generator):
+    """One replica's process dies (os._exit) on a generate call after the first weight update."""
+
+    @endpoint
+    async def generate(self, prompt_ids, n, sampling=None):
+        mark = Path(os.environ["FK_CRASH_MARK"])
+        if self.engine.policy_version >= 1 and not mark.exists():
+            mark.write_text(str(self.engine.policy_version))
+            os._exit(1)
+        return await super().generate(prompt_ids, n, sampling)
+'''
+
+
+def test_a_generator_replica_that_dies_comes_back_at_the_current_version(tmp_path, monkeypatch):
+    """Monarch backend, two generator replicas: one dies mid-run; the service re-sends its
+    requests, restarts it, and the restarted replica loads the newest weights. The run finishes
+    without a recovery from a checkpoint."""
+    from apps.grpo.config import GRPOConfig
+    from apps.grpo.main import run_recovering
+    from forge_kernels.config import load_config
+
+    (tmp_path / "crash_mod").mkdir()
+    (tmp_path / "crash_mod" / "fk_crash_generator.py").write_text(CRASHING_GENERATOR)
+    monkeypatch.syspath_prepend(str(tmp_path / "crash_mod"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "crash_mod"), str(ROOT),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("FK_CRASH_MARK", str(tmp_path / "crashed.mark"))
+    cfg = load_config(GRPOConfig, ROOT / "configs" / "grpo_tiny_monarch.yaml", [
+        f"run_dir={tmp_path}/run", f"store.namespace=g{uuid.uuid4().hex[:8]}", f"store.root={tmp_path}/shm",
+        f"metrics.backends.1.path={tmp_path}/metrics.jsonl", "steps=4", "mode=sync",
+        "runtime_overrides.trainer.procs=1", "runtime_overrides.generator.replicas=2",
+        "actor_classes.generator=fk_crash_generator:CrashOnceGenerator"])
+    history = asyncio.run(run_recovering(cfg))
+    assert (tmp_path / "crashed.mark").exists()  # a replica really died
+    assert [h["train/version/mean"] for h in history] == [1.0, 2.0, 3.0, 4.0]
+    # staleness 0 in sync mode: the restarted replica served the current version, not version 0
+    assert all(h["train/staleness_max/max"] == 0 for h in history)
+    assert all("run/restarts/max" not in h for h in history)
