@@ -27,6 +27,7 @@ from actors.engines.hf_training import HFTrainingEngine, OptimConfig
 from apps.sft.data import DataConfig, batches, build_examples, collate_sft, load_items
 from apps.sft.loss import SFTLoss
 from apps.sft.repair import RepairConversation, make_repairs
+from forge_kernels.checkpoint import CheckpointConfig, CheckpointWriter, find_resume_point
 from forge_kernels.config import StrictModel, run_app, to_yaml
 from forge_kernels.distributed import DistributedConfig, destroy_process_group, free_port, init_process_group
 from forge_kernels.env.prompts import SYSTEM_PROMPT, PromptConfig, sft_messages
@@ -70,6 +71,13 @@ class SFTConfig(StrictModel):
     model: ModelSettings = ModelSettings()
     train: TrainSettings = TrainSettings()
     metrics: MetricsConfig = MetricsConfig()
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig,
+                                         description="full-state checkpoints (default dir: <output_dir>/../checkpoints)")
+    resume: str = Field(default="auto", min_length=1, description="auto, never, or the path of one checkpoint")
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return self.checkpoint.dir or str(self.output_dir.parent / f"{self.output_dir.name}-checkpoints")
 
 
 def tokenizer_corpus(items: list, prompt: PromptConfig, repairs: Sequence[RepairConversation] = ()) -> list[str]:
@@ -140,13 +148,29 @@ def train_sft(cfg: SFTConfig, rank: int = 0, repairs: Sequence[RepairConversatio
     device = cfg.device if cfg.device == "cpu" else f"cuda:{rank % max(torch.cuda.device_count(), 1)}"
     engine = HFTrainingEngine(build_model(cfg, tokenizer), cfg.train.optim, SFTLoss(), device=device)
     steps = cfg.train.steps
-    logger = MetricLogger.from_config(cfg.metrics, total_steps=steps) if lead else None
+    fingerprint = {"model": {k: getattr(engine.model.config, k, None) for k in ("vocab_size", "hidden_size",
+                                                                                "num_hidden_layers")},
+                   "procs": cfg.procs}
+    resume = find_resume_point(cfg.resume, cfg.checkpoint_dir, fingerprint)
+    first = 0
+    if resume is not None:
+        state = torch.load(resume.path / "sft.pt", map_location=device, weights_only=False)  # our own checkpoint
+        engine.load_checkpoint_state(state["engine"])
+        torch.set_rng_state(state["torch_rng"].cpu())
+        first = resume.step + 1
+        if lead:
+            print(f"sft: resuming from {resume.path} at step {first}", flush=True)
+    writer = CheckpointWriter(cfg.checkpoint_dir, cfg.checkpoint.keep) if cfg.checkpoint.interval and lead else None
+    logger = MetricLogger.from_config(cfg.metrics, total_steps=steps,
+                                      resume_step=first if resume is not None else None) if lead else None
     if lead:
         record_metric("data/examples_kept", report.kept)
         record_metric("data/examples_dropped", report.n_dropped)
     source = batches(examples, cfg.train.batch_size, cfg.seed)
+    for _ in range(first):  # the batch stream is seeded: a resumed run skips what was trained
+        next(source)
     try:
-        for step in range(steps):  # logged 0-based, like every app's metrics
+        for step in range(first, steps):  # logged 0-based, like every app's metrics
             chunk = next(source)
             batch = collate_sft(chunk, tokenizer.pad_token_id)
             start = time.perf_counter()
@@ -159,6 +183,10 @@ def train_sft(cfg: SFTConfig, rank: int = 0, repairs: Sequence[RepairConversatio
                 record_metric("train/tokens_per_s", sum(len(e) for e in chunk) / elapsed)
                 logger.flush(step)
             done = step + 1
+            if writer is not None and (done % cfg.checkpoint.interval == 0 or done == steps):
+                path = writer.begin(step)
+                torch.save({"engine": engine.checkpoint_state(), "torch_rng": torch.get_rng_state()}, path / "sft.pt")
+                writer.commit(engine.step, fingerprint)
             if done in cfg.train.save_steps and done != steps:
                 save(engine, tokenizer, cfg.output_dir / f"step_{done}", cfg)
         save(engine, tokenizer, cfg.output_dir, cfg)

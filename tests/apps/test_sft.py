@@ -174,3 +174,19 @@ def test_sft_fsdp2_over_two_gpus_matches_one(tmp_path):
     one = main(_config(tmp_path / "one", **{"train.save_steps": "[]", "device": "cuda"}))
     two = main(_config(tmp_path / "two", **{"train.save_steps": "[]", "device": "cuda", "procs": 2}))
     _assert_same_weights(one, two)
+
+
+def test_sft_resumed_from_a_checkpoint_ends_where_an_uninterrupted_run_does(tmp_path):
+    """Three steps, stop, then six steps with resume: auto continue from step 3 and write exactly
+    the weights and per-step losses of one six-step run (same machine: bitwise)."""
+    whole = main(_config(tmp_path / "whole", **{"train.save_steps": "[]", "checkpoint.interval": 1}))
+    shared = {"train.save_steps": "[]", "checkpoint.interval": 1, "output_dir": tmp_path / "parts" / "ckpt"}
+    main(_config(tmp_path / "parts", **shared, **{"train.steps": 3}))
+    resumed = main(_config(tmp_path / "parts", **shared))
+    a = AutoModelForCausalLM.from_pretrained(whole).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(resumed).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    rows = [json.loads(line) for line in (tmp_path / "parts" / "metrics.jsonl").read_text().splitlines()]
+    whole_rows = [json.loads(line) for line in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(6))
+    assert [r["loss/sft/mean"] for r in rows] == [r["loss/sft/mean"] for r in whole_rows]
