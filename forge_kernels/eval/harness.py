@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib.util
+import linecache
 import os
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 
 from forge_kernels.eval.channel import DTYPES, ChannelWriter
+from forge_kernels.tasks.source_check import apply_shape_overrides
 from forge_kernels.eval.launches import AtenAudit, LaunchCounter
 from forge_kernels.eval.sandbox import apply_limits, install_audit_hook, isolate_filesystem, unshare_network
 from forge_kernels.eval.timing import (
@@ -84,16 +86,17 @@ def _send_error(out: ChannelWriter, stage: str, err: BaseException, candidate_pa
     })
 
 
-def _load_task(source_path: str, name: str, overrides: dict[str, Any]) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, source_path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
+def _load_task(source: str, name: str, overrides: dict[str, Any]) -> types.ModuleType:
+    """The task module, compiled from the request's source text with the shape overrides written
+    into it (so constants derived from them, ``bias_shape = (out_features,)``, follow). Never read
+    from a file: the candidate can write its temp dir."""
+    origin = f"<task {name}>"
+    text = apply_shape_overrides(source, overrides, origin)
+    module = types.ModuleType(name)
+    module.__file__ = origin
     sys.modules[name] = module
-    spec.loader.exec_module(module)
-    unknown = sorted(k for k in overrides if k not in vars(module))
-    if unknown:
-        raise KeyError(f"shape overrides {unknown} are not globals of the task module")
-    vars(module).update(overrides)
+    linecache.cache[origin] = (len(text), None, text.splitlines(keepends=True), origin)  # tracebacks, inspect
+    exec(compile(text, origin, "exec"), vars(module))  # noqa: S102 - the trusted task source
     return module
 
 
@@ -210,18 +213,22 @@ class _Child:
     def run(self) -> None:
         self.setup()
         self.phase("setup")
-        with open(os.path.join(self.req["tmp_dir"], "task_module.py"), "w") as f:
-            f.write(self.req["task_source"])
+        self._modules: dict[bool, types.ModuleType] = {}
+        for alternate in (False, True):  # both shape sets, before any candidate code runs
+            if not alternate or self.req.get("alt_overrides") is not None:
+                self._modules[alternate] = self._load(alternate)
         if self.role == "reference":
             self.run_reference()
         else:
             self.run_candidate()
 
-    def _task(self, alternate: bool) -> types.ModuleType:
+    def _load(self, alternate: bool) -> types.ModuleType:
         key = "alt_overrides" if alternate else "overrides"
         with self.stage("task"):
-            return _load_task(os.path.join(self.req["tmp_dir"], "task_module.py"),
-                              f"task_module{'_alt' if alternate else ''}", self.req[key] or {})
+            return _load_task(self.req["task_source"], f"task_module{'_alt' if alternate else ''}", self.req[key] or {})
+
+    def _task(self, alternate: bool) -> types.ModuleType:
+        return self._modules[alternate]
 
     def _shape_sets(self) -> list[tuple[str, bool, list[int]]]:
         seed = self.req["seed"]
