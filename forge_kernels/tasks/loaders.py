@@ -122,6 +122,13 @@ def _kernelbench_sort_key(path: Path) -> tuple[int, str]:
     return (int(match.group(1)) if match else 1 << 30, path.name)
 
 
+# KernelBench's own protocol compares with atol = rtol = 1e-2 (its eval's default): at its sizes an
+# exact fp32 kernel can differ from the fp32 reference by more than 1e-4 (long reductions summed in
+# another order; even the fp32 reference misses the fp64 result there), so the evaluator's stricter
+# built-in default would fail honest kernels. Loosen-only: EvalOptions tolerances that are looser win.
+KERNELBENCH_TOLERANCE = {"float32": 1e-2, "float16": 1e-2, "bfloat16": 2e-2}
+
+
 def load_kernelbench_tasks(path: str | Path, levels: Sequence[int] = (1, 2, 3),
                            limit: int | None = None) -> list[Task]:
     """Tasks from a KernelBench checkout's ``level<N>/`` folders (named ``level1/<file stem>``).
@@ -149,7 +156,7 @@ def load_kernelbench_tasks(path: str | Path, levels: Sequence[int] = (1, 2, 3),
             source = _read(file)
             check_reference_source(source, str(file))
             tasks.append(Task(name=f"level{level}/{file.stem}", level=level, source=source,
-                              origin=str(file), tags=["kernelbench"]))
+                              origin=str(file), tags=["kernelbench"], tolerance=dict(KERNELBENCH_TOLERANCE)))
     return tasks
 
 

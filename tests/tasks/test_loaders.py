@@ -71,6 +71,18 @@ def test_kernelbench_checkout_loads_in_numeric_order(tmp_path: Path) -> None:
     assert tasks[0].level == 1 and tasks[2].level == 2
     assert tasks[0].origin == str(root / "level1" / "2_Square_matrix_multiplication_.py")
     assert tasks[0].solution is None and tasks[0].shapes == {}
+    # KernelBench's protocol tolerance (atol = rtol = 1e-2 in fp32), applied loosen-only
+    assert tasks[0].tolerance["float32"] == 1e-2
+
+
+def test_kernelbench_tolerance_loosens_the_evaluators_fp32_bound(tmp_path: Path) -> None:
+    from forge_kernels.eval.results import EvalOptions, loosened_for
+
+    (task,) = load_kernelbench_tasks(_checkout(tmp_path, {"level2/14_Gemm_Sum.py": KB_TASK}), levels=[2])
+    options = loosened_for(task, EvalOptions())
+    assert options.tolerance_for("float32").atol == 1e-2 and options.tolerance_for("float32").rtol == 1e-2
+    strict_builtin = EvalOptions().tolerance_for("float32")
+    assert strict_builtin.atol == 1e-4  # built-in tasks keep the tight default
 
 
 def test_kernelbench_repo_root_and_limit(tmp_path: Path) -> None:
