@@ -145,10 +145,39 @@ class CrashOnceTrainer(Trainer):
         return await super().train_step(episodes)
 '''
 
+CRASHING_REWARD = '''
+import os
+from pathlib import Path
 
-def test_a_trainer_process_that_dies_is_recovered_from_the_newest_checkpoint(tmp_path, monkeypatch):
-    """Monarch backend: the trainer's process exits mid-run; the app resumes from the newest
-    checkpoint and finishes, each step logged once, the recovery in the metrics."""
+from actors.reward import RewardActor
+from forge_kernels.runtime import endpoint
+
+
+class CrashOnceReward(RewardActor):
+    """Its process dies (os._exit) on its third scoring call, once: the marker file remembers."""
+
+    async def setup(self):
+        await super().setup()
+        self.calls = 0
+
+    @endpoint
+    async def score(self, task, completions):
+        self.calls += 1
+        mark = Path(os.environ["FK_CRASH_MARK"])
+        if self.calls == 3 and not mark.exists():
+            mark.write_text("crashed")
+            os._exit(1)
+        return await super().score(task, completions)
+'''
+
+
+@pytest.mark.parametrize("actor,module,source", [("trainer", "fk_crash_trainer:CrashOnceTrainer", CRASHING_TRAINER),
+                                                 ("reward", "fk_crash_reward:CrashOnceReward", CRASHING_REWARD)])
+def test_an_actor_process_that_dies_is_recovered_from_the_newest_checkpoint(tmp_path, monkeypatch, actor, module,
+                                                                             source):
+    """Monarch backend: the trainer's (or the reward actor's) process exits mid-run; the app
+    resumes from the newest checkpoint and finishes, each step logged once, the recovery in the
+    metrics, no actor process left behind."""
     import psutil
 
     from apps.grpo.config import GRPOConfig
@@ -156,7 +185,7 @@ def test_a_trainer_process_that_dies_is_recovered_from_the_newest_checkpoint(tmp
     from forge_kernels.config import load_config
 
     (tmp_path / "crash_mod").mkdir()
-    (tmp_path / "crash_mod" / "fk_crash_trainer.py").write_text(CRASHING_TRAINER)
+    (tmp_path / "crash_mod" / f"{module.split(':')[0]}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path / "crash_mod"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "crash_mod"), str(ROOT),
                                                       os.environ.get("PYTHONPATH", "")]))
@@ -164,14 +193,14 @@ def test_a_trainer_process_that_dies_is_recovered_from_the_newest_checkpoint(tmp
     cfg = load_config(GRPOConfig, ROOT / "configs" / "grpo_tiny_monarch.yaml", [
         f"run_dir={tmp_path}/run", f"store.namespace=k{uuid.uuid4().hex[:8]}", f"store.root={tmp_path}/shm",
         f"metrics.backends.1.path={tmp_path}/metrics.jsonl", "steps=4", "mode=sync", "checkpoint.interval=1",
-        "runtime_overrides.trainer.procs=1", "actor_classes.trainer=fk_crash_trainer:CrashOnceTrainer"])
+        "runtime_overrides.trainer.procs=1", f"actor_classes.{actor}={module}"])
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     history = asyncio.run(run_recovering(cfg))
-    assert (tmp_path / "crashed.mark").exists()  # the trainer really died once
+    assert (tmp_path / "crashed.mark").exists()  # the actor really died once
     assert [h["train/version/mean"] for h in history] == [1.0, 2.0, 3.0, 4.0]
     rows = _rows(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
-    assert [r.get("run/restarts/max", 0.0) for r in rows] == [0.0, 0.0, 1.0, 0.0]
+    assert sum(r.get("run/restarts/max", 0.0) for r in rows) == 1.0
     time.sleep(1)
     leftover = {p.pid for p in psutil.Process().children(recursive=True) if p.is_running()} - before
     assert not leftover, "actor processes outlived the run"
