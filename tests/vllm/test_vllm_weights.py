@@ -30,10 +30,10 @@ def test_a_weight_push_acts_like_a_fresh_engine_with_those_weights(checkpoint, s
 
     async def through_the_generator():
         store = build_store(store_cfg)
+        gen = Generator(Generator.Config(model_path=checkpoint, engine="vllm", vllm=SMALL, store=store_cfg))
+        await gen.setup()  # before any version is published (a generator started later loads the newest)
         await store.put_state_dict(pushed, weights_key(1))
         await store.put_state_dict(dict(model.state_dict()), weights_key(2))  # the original weights
-        gen = Generator(Generator.Config(model_path=checkpoint, engine="vllm", vllm=SMALL, store=store_cfg))
-        await gen.setup()
         try:
             before = await gen.generate(PROMPTS, 2, GREEDY)
             early = asyncio.create_task(gen.generate(PROMPTS, 2, SAMPLED))  # in flight during the update
