@@ -38,10 +38,16 @@ class RuntimeConfig(StrictModel):
         description="GPUs this actor's processes see, e.g. '4,5' (CUDA_VISIBLE_DEVICES; monarch only)",
     )
 
+    host: int | list[int] | None = Field(
+        None, description="index into runtime.hosts (or one per replica); monarch only")
+
     @model_validator(mode="after")
     def _devices_need_processes(self) -> RuntimeConfig:
         # local actors share the controller's process: one actor cannot see other GPUs than another
         if self.cuda_devices is not None and self.backend != "monarch":
             raise ValueError(f"cuda_devices={self.cuda_devices!r} needs backend: monarch "
                              f"(local actors share one process, so they share its GPUs)")
+        if self.host is not None and self.backend != "monarch":
+            raise ValueError(f"host={self.host!r} needs backend: monarch (local actors run in the "
+                             f"controller's process)")
         return self
