@@ -1,6 +1,7 @@
 """The ``forge-kernels`` command.
 
     forge-kernels eval-server --host 127.0.0.1 --port 8700 --devices 0,1   # or --devices cpu
+    forge-kernels worker --address tcp://127.0.0.1:26600                   # a host agent
 """
 
 from __future__ import annotations
@@ -35,12 +36,38 @@ def _eval_server_parser(sub: argparse._SubParsersAction) -> None:  # type: ignor
     p.add_argument("--ready-file", default=None, help="write the server's URL here once it listens")
 
 
+def _worker_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("worker", help="run a Monarch host agent that a controller places actors on")
+    p.add_argument("--address", default="tcp://127.0.0.1:26600", help="tcp://HOST:PORT to listen on")
+    p.add_argument("--bind-any", action="store_true",
+                   help="allow a non-loopback --address (the agent runs whatever a controller sends)")
+
+
+def _worker(address: str, bind_any: bool) -> int:
+    from forge_kernels.runtime.hosts import check_bind_allowed, parse_host
+
+    try:
+        host = parse_host(address)
+        check_bind_allowed(host, bind_any)
+    except ValueError as err:
+        print(f"forge-kernels worker: {err}", file=sys.stderr)
+        return 2
+    from monarch.actor import run_worker_loop_forever
+
+    print(f"forge-kernels worker: listening on {host}", flush=True)
+    run_worker_loop_forever(address=str(host), ca="trust_all_connections")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``forge-kernels``; returns the exit status."""
     parser = argparse.ArgumentParser(prog="forge-kernels", description="Forge Kernels command line")
     sub = parser.add_subparsers(dest="command", required=True)
     _eval_server_parser(sub)
+    _worker_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "worker":
+        return _worker(args.address, args.bind_any)
     if args.command == "eval-server":
         from forge_kernels.eval.service.models import ServerConfig
         from forge_kernels.eval.service.server import check_bind_allowed, serve

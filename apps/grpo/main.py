@@ -29,6 +29,7 @@ from forge_kernels.config import ConfigError, run_app, run_to_exit
 from forge_kernels.metrics import ConsoleBackendConfig, MetricLogger, Reduce, get_collector, record_metric
 from forge_kernels.runtime import Actor, ActorCallError, ActorDiedError, shutdown, spawn
 from forge_kernels.distributed import free_port
+from forge_kernels.runtime.placement import place_actors
 from forge_kernels.store import build_store
 
 from apps.grpo.config import GRPOConfig
@@ -143,6 +144,7 @@ async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None,
     """Run the app; returns the flushed metrics of every step (of this invocation: a resumed run
     returns the steps it ran). ``classes`` replaces actor classes; ``restarts`` (recoveries so
     far, see :func:`run_recovering`) is logged as ``run/restarts``."""
+    cfg = place_actors(cfg)  # prints one placement line per actor; store.backend auto -> shm or torchstore
     model_path = resolve_model_path(cfg)
     fingerprint = run_fingerprint(cfg, model_path)
     resume = find_resume_point(cfg.resume, cfg.checkpoint_dir, fingerprint)

@@ -7,8 +7,10 @@ travel back tagged ``("ok", value)`` or ``("err", payload)`` so a user exception
 :class:`ActorCallError` with the remote traceback, never a monarch supervision event.
 
 Death detection: monarch itself reports a dead process only after several seconds, so a
-watchdog task polls the pids of the mesh's processes (all on this host); when one is gone, every
-in-flight and queued call fails at once with :class:`ActorDiedError`. ``SystemExit`` inside an
+watchdog task polls the pids of the mesh's processes (when they are on this machine); when one is
+gone, every in-flight and queued call fails at once with :class:`ActorDiedError`. A mesh on
+another host (:mod:`.hosts`) also dies with its host: the host registry probes every host agent
+and declares its meshes dead, naming the host, when it stops answering. ``SystemExit`` inside an
 endpoint exits the process (``os._exit``), as it would in a plain Python program.
 """
 
@@ -30,6 +32,7 @@ from forge_kernels.metrics import ReducerState, get_collector
 from forge_kernels.runtime.actor import Actor
 from forge_kernels.runtime.calls import error_payload, run_endpoint
 from forge_kernels.runtime.errors import ActorCallError, ActorDiedError
+from forge_kernels.runtime.hosts import HOSTS
 from forge_kernels.runtime.mesh import ActorMesh
 
 import monarch.actor as monarch_actor
@@ -103,17 +106,27 @@ class MonarchActorMesh(ActorMesh):
         self.pids: list[int] = []
         self._death: asyncio.Future[str] | None = None
         self._watchdog: asyncio.Task[None] | None = None
+        self.host_address: str | None = None  # None: the controller's host
+        self._local_pids = True
 
     @classmethod
     async def create(cls, actor_class: type[Actor], config: StrictModel, size: int,
-                     cuda_devices: str | None = None) -> MonarchActorMesh:
+                     cuda_devices: str | None = None, host: int = -1) -> MonarchActorMesh:
         """Spawn ``size`` processes and one actor in each; returns once every actor is built.
 
         ``cuda_devices`` becomes each process's ``CUDA_VISIBLE_DEVICES`` (rank r of a trainer then
-        takes the r-th of them, see :mod:`forge_kernels.distributed`)."""
+        takes the r-th of them, see :mod:`forge_kernels.distributed`). ``host`` is an index into
+        the attached hosts (:data:`~forge_kernels.runtime.hosts.HOSTS`); ``-1`` is this host."""
         _install_fault_hook()
         mesh = cls(actor_class, size)
-        mesh._procs = this_host().spawn_procs(per_host={"procs": size})
+        if host < 0:
+            mesh._procs = this_host().spawn_procs(per_host={"procs": size})
+        else:
+            mesh.host_address = HOSTS.addresses[host]
+            # pids of another machine mean nothing here: watched (and reaped) only on loopback
+            mesh._local_pids = mesh.host_address.is_loopback
+            mesh._procs = HOSTS.procs_on(host, size)
+            HOSTS.carry(host, mesh)
         try:
             mesh._host = mesh._procs.spawn(mesh.name, _Host, actor_class, config, cuda_devices)
             mesh._rank_hosts = [mesh._host.slice(procs=r) for r in range(size)]
@@ -129,17 +142,21 @@ class MonarchActorMesh(ActorMesh):
         except BaseException:
             await mesh._stop()
             raise
-        _LIVE_PIDS.update(mesh.pids)
+        if mesh._local_pids:
+            _LIVE_PIDS.update(mesh.pids)
         mesh._death = asyncio.get_running_loop().create_future()
         mesh._watchdog = asyncio.get_running_loop().create_task(mesh._watch())
         return mesh
 
     async def _watch(self) -> None:
         assert self._death is not None
-        while not self._death.done():
+        while not self._death.done() and self._local_pids:
             for rank, pid in enumerate(self.pids):
                 if _pid_gone(pid):
-                    self._declare_dead(f"process {pid} of rank {rank} exited")
+                    why = f"process {pid} of rank {rank} exited"
+                    if self.host_address is not None and await HOSTS.confirm_down(self.host_address, why):
+                        return  # the registry declared every mesh of that host dead, naming it
+                    self._declare_dead(why)
                     break
             await asyncio.sleep(WATCHDOG_INTERVAL_S)
 
@@ -147,6 +164,10 @@ class MonarchActorMesh(ActorMesh):
         if self._death is not None and not self._death.done():
             log.warning("%s is dead: %s", self.name, reason)
             self._death.set_result(reason)
+
+    def host_died(self, reason: str) -> None:
+        """Called by the host registry when this mesh's host stopped answering."""
+        self._declare_dead(reason)
 
     def death_reason(self) -> str | None:
         if self._death is not None and self._death.done() and not self._death.cancelled():
@@ -200,7 +221,10 @@ class MonarchActorMesh(ActorMesh):
                 await asyncio.wait_for(self._procs.stop(), STOP_TIMEOUT_S)
             except Exception as err:  # a dead or hung process: killed below
                 log.warning("stopping %s: %s", self.name, err)
-        await _reap(self.pids, STOP_TIMEOUT_S)
+        if self.host_address is not None:
+            HOSTS.drop(self)
+        if self._local_pids:
+            await _reap(self.pids, STOP_TIMEOUT_S)
 
 
 async def _reap(pids: list[int], timeout_s: float) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import itertools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from forge_kernels.config import StrictModel, validate
 from forge_kernels.metrics import ReducerState
 from forge_kernels.runtime.actor import Actor, endpoint_names, validate_actor_config
+from forge_kernels.runtime.hosts import HOSTS, host_name, next_live_host
 from forge_kernels.runtime.local import LocalActorMesh
 from forge_kernels.runtime.mesh import ActorMesh, MeshEndpoint, RankView
 from forge_kernels.runtime.service import Service, ServiceEndpoint
@@ -52,14 +54,18 @@ async def spawn(
     settings = _runtime_settings(runtime, overrides)
     _check_endpoint_names(actor_class)
 
-    async def make_mesh() -> ActorMesh:
-        return await _spawn_mesh(actor_class, actor_config, settings)
+    placement = settings.host_indices()
+    restarts = itertools.count()
+
+    async def make_mesh(host: int | None = None) -> ActorMesh:
+        if host is None:  # a service restarting a replica: the next of its hosts still alive
+            host = next_live_host(placement, next(restarts), settings.hosts)
+        return await _spawn_mesh(actor_class, actor_config, settings, host)
 
     if settings.replicas == 1 and not settings.service:
-        handle: Handle = await make_mesh()
+        handle: Handle = await make_mesh(placement[0])
     else:
-        meshes = await asyncio.gather(*(make_mesh() for _ in range(settings.replicas)),
-                                      return_exceptions=True)
+        meshes = await asyncio.gather(*(make_mesh(h) for h in placement), return_exceptions=True)
         failed = [m for m in meshes if isinstance(m, BaseException)]
         if failed:
             await asyncio.gather(*(m.stop() for m in meshes if isinstance(m, ActorMesh)))
@@ -86,8 +92,10 @@ def _check_endpoint_names(actor_class: type[Actor]) -> None:
         )
 
 
-async def _spawn_mesh(actor_class: type[Actor], config: StrictModel, settings: RuntimeConfig) -> ActorMesh:
-    """One mesh of ``settings.procs`` actors, built and set up within ``setup_timeout_s``."""
+async def _spawn_mesh(actor_class: type[Actor], config: StrictModel, settings: RuntimeConfig,
+                      host: int) -> ActorMesh:
+    """One mesh of ``settings.procs`` actors on host index ``host`` (``-1``: the controller's),
+    built and set up within ``setup_timeout_s``."""
     mesh: ActorMesh | None = None
 
     async def build() -> ActorMesh:
@@ -97,7 +105,10 @@ async def _spawn_mesh(actor_class: type[Actor], config: StrictModel, settings: R
         else:
             from forge_kernels.runtime.monarch_backend import MonarchActorMesh  # optional dependency
 
-            mesh = await MonarchActorMesh.create(actor_class, config, settings.procs, settings.cuda_devices)
+            if host >= 0:
+                await HOSTS.attach(settings.hosts, settings.host_timeout_s)  # type: ignore[arg-type]
+            mesh = await MonarchActorMesh.create(actor_class, config, settings.procs, settings.cuda_devices,
+                                                 host=host)
         await mesh.invoke_all("setup", (), {})
         return mesh
 
@@ -108,7 +119,8 @@ async def _spawn_mesh(actor_class: type[Actor], config: StrictModel, settings: R
             await mesh.stop()
         if isinstance(err, asyncio.TimeoutError):
             raise TimeoutError(
-                f"spawning {actor_class.__name__} on {settings.backend!r} did not finish within "
+                f"spawning {actor_class.__name__} on {settings.backend!r} "
+                f"({host_name(host, settings.hosts)}) did not finish within "
                 f"setup_timeout_s={settings.setup_timeout_s}"
             ) from None
         raise
@@ -129,6 +141,7 @@ async def shutdown() -> None:
         if isinstance(result, BaseException):
             log.error("stopping %r failed: %s", handle, result)
     _kill_leftovers()
+    await HOSTS.close()
 
 
 def _kill_leftovers() -> None:
