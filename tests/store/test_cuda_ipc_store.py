@@ -19,6 +19,12 @@ def test_cuda_ipc_without_cuda_is_a_clear_error(tmp_path, monkeypatch):
         build_store(StoreConfig(backend="cuda_ipc", namespace="t", root=str(tmp_path)))
 
 
+@pytest.fixture
+def cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+
+
 def _config(tmp_path) -> dict:
     return {"backend": "cuda_ipc", "namespace": f"t{uuid.uuid4().hex[:8]}", "root": str(tmp_path)}
 
@@ -35,7 +41,7 @@ def _reader(cfg: dict, device: int, keys: list[str], out: mp.Queue) -> None:
 
 
 @pytest.mark.gpu
-def test_round_trip_in_process_and_in_place(tmp_path):
+def test_round_trip_in_process_and_in_place(tmp_path, cuda):
     store = build_store(StoreConfig(**_config(tmp_path)))
     sd = {"w": torch.randn(64, 33, device="cuda"), "i": torch.arange(5, device="cuda"),
           "e": torch.empty(0, 3, device="cuda"), "h": torch.randn(9, device="cuda").half(),
@@ -52,7 +58,7 @@ def test_round_trip_in_process_and_in_place(tmp_path):
 
 
 @pytest.mark.gpu
-def test_another_process_on_another_gpu_reads_each_version(tmp_path):
+def test_another_process_on_another_gpu_reads_each_version(tmp_path, cuda):
     """Versions pushed by this process are read by a process on the last GPU, in place, and the
     segments are reused (v and v-1 alive, v-2 deleted), so the reader sees every version whole."""
     cfg = _config(tmp_path)
@@ -75,7 +81,7 @@ def test_another_process_on_another_gpu_reads_each_version(tmp_path):
 
 
 @pytest.mark.gpu
-def test_torn_reads_never_happen_under_concurrent_pushes(tmp_path):
+def test_torn_reads_never_happen_under_concurrent_pushes(tmp_path, cuda):
     """A writer keeps publishing versions (deleting v-2) while a reader in the same process reads
     the newest: every read is one whole version (all tensors hold the same value)."""
     import threading
