@@ -125,6 +125,17 @@ def test_bad_checkpoints_are_clear_errors(tmp_path, tiny_config):
         asyncio.run(run(tiny_config(f"resume={ckpt}")))
 
 
+def _install_crashing_actor(tmp_path: Path, monkeypatch, name: str, source: str) -> None:
+    """Write an actor module that monarch's processes import by name (tests/ is not importable
+    there), and the marker file path that makes its crash happen once."""
+    (tmp_path / "crash_mod").mkdir()
+    (tmp_path / "crash_mod" / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path / "crash_mod"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "crash_mod"), str(ROOT),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("FK_CRASH_MARK", str(tmp_path / "crashed.mark"))
+
+
 CRASHING_TRAINER = '''
 import os
 from pathlib import Path
@@ -184,12 +195,7 @@ def test_an_actor_process_that_dies_is_recovered_from_the_newest_checkpoint(tmp_
     from apps.grpo.main import run_recovering
     from forge_kernels.config import load_config
 
-    (tmp_path / "crash_mod").mkdir()
-    (tmp_path / "crash_mod" / f"{module.split(':')[0]}.py").write_text(source)
-    monkeypatch.syspath_prepend(str(tmp_path / "crash_mod"))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "crash_mod"), str(ROOT),
-                                                      os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("FK_CRASH_MARK", str(tmp_path / "crashed.mark"))
+    _install_crashing_actor(tmp_path, monkeypatch, module.split(":")[0], source)
     cfg = load_config(GRPOConfig, ROOT / "configs" / "grpo_tiny_monarch.yaml", [
         f"run_dir={tmp_path}/run", f"store.namespace=k{uuid.uuid4().hex[:8]}", f"store.root={tmp_path}/shm",
         f"metrics.backends.1.path={tmp_path}/metrics.jsonl", "steps=4", "mode=sync", "checkpoint.interval=1",
@@ -235,12 +241,7 @@ def test_a_generator_replica_that_dies_comes_back_at_the_current_version(tmp_pat
     from apps.grpo.main import run_recovering
     from forge_kernels.config import load_config
 
-    (tmp_path / "crash_mod").mkdir()
-    (tmp_path / "crash_mod" / "fk_crash_generator.py").write_text(CRASHING_GENERATOR)
-    monkeypatch.syspath_prepend(str(tmp_path / "crash_mod"))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "crash_mod"), str(ROOT),
-                                                      os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("FK_CRASH_MARK", str(tmp_path / "crashed.mark"))
+    _install_crashing_actor(tmp_path, monkeypatch, "fk_crash_generator", CRASHING_GENERATOR)
     cfg = load_config(GRPOConfig, ROOT / "configs" / "grpo_tiny_monarch.yaml", [
         f"run_dir={tmp_path}/run", f"store.namespace=g{uuid.uuid4().hex[:8]}", f"store.root={tmp_path}/shm",
         f"metrics.backends.1.path={tmp_path}/metrics.jsonl", "steps=4", "mode=sync",
