@@ -95,3 +95,25 @@ def test_a_candidate_rewriting_the_task_file_changes_nothing(evaluator, derived_
     wrong = evaluator.evaluate(derived_task, WRONG.replace('class ModelNew', CLOBBER + 'class ModelNew'), options)
     assert honest.correct, (honest.fault, honest.error)
     assert not wrong.correct and wrong.fault != FaultClass.INTERNAL_ERROR, (wrong.fault, wrong.error)
+
+
+def test_the_same_attack_through_a_real_eval_server(derived_task):
+    """The task-file attack through the HTTP eval service on loopback (the path the GRPO app's
+    reward actor uses): the honest kernel passes, the wrong one fails as a candidate fault."""
+    import uuid
+
+    import httpx
+
+    from forge_kernels.eval.service import LocalEvalServer
+
+    options = EvalOptions(trials=1, alt_shape_trials=1).model_dump(mode="json")
+    with LocalEvalServer(devices="cpu", workers=1) as server, httpx.Client(base_url=server.url, timeout=120) as http:
+        answers = {}
+        for name, code in (("honest", BIAS_ADD), ("wrong", WRONG)):
+            body = {"request_id": uuid.uuid4().hex, "task": derived_task.model_dump(mode="json"),
+                    "code": code.replace("class ModelNew", CLOBBER + "class ModelNew"), "options": options}
+            response = http.post("/v1/eval", json=body)
+            assert response.status_code == 200, response.text
+            answers[name] = response.json()["result"]
+    assert answers["honest"]["correct"], answers["honest"]
+    assert not answers["wrong"]["correct"] and answers["wrong"]["fault"] != "internal_error", answers["wrong"]
