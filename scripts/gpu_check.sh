@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU checks, run on a lent CUDA machine (the device tool) from the repo root:
 #   bash scripts/gpu_check.sh            # logs and bench JSON under $OUT (default ./gpu-out)
-# Carried wheels and paths: scripts/gpu_env.sh. The local runtime backend is used (monarch does
-# not travel).
+# Carried wheels and paths: scripts/gpu_env.sh; how to build the wheels in .whl/: docs/gpu.md.
+# The local runtime backend is used (monarch does not travel).
 set -uo pipefail
 source scripts/gpu_env.sh
 {

@@ -3,10 +3,12 @@
 #
 #   bash scripts/install.sh            # CPU or CUDA, detected from nvidia-smi
 #   FORGE_DEVICE=cpu bash scripts/install.sh
-#   FORGE_EXTRAS=test,vllm bash scripts/install.sh
+#   FORGE_EXTRAS=test,docs bash scripts/install.sh   # what `make docs` runs
 #
 # Re-running is a no-op (well under a second) while pyproject.toml, the constraints and this
-# script are unchanged: a stamp in .venv records the hash of what was installed.
+# script are unchanged and the extras asked for were installed before: a stamp in .venv records
+# the device, the hash of those inputs and the extras installed. Asking for an extra the stamp
+# lacks installs it on top of the others (so `make docs` then `make test` installs once each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,11 +30,30 @@ case "$device" in
   *) echo "install.sh: FORGE_DEVICE='$device' is not one of: cpu, cuda" >&2; exit 2 ;;
 esac
 
-stamp_inputs="$device $extras $(cat pyproject.toml constraints/*.txt scripts/install.sh | sha256sum)"
+known_extras=$(sed -n '/^\[project.optional-dependencies\]/,/^\[/s/^\([a-z][a-z0-9_-]*\) *=.*/\1/p' pyproject.toml)
+IFS=, read -ra wanted <<< "$extras"
+for extra in "${wanted[@]}"; do
+  if ! grep -qx -- "$extra" <<< "$known_extras"; then
+    echo "install.sh: FORGE_EXTRAS='$extras' names '$extra', not an extra of pyproject.toml (one of: $(echo $known_extras | tr ' ' ','))" >&2
+    exit 2
+  fi
+done
+
+# stamp: "<device> <hash of the inputs> <extra>,<extra>,..."
+inputs_hash=$(cat pyproject.toml constraints/*.txt scripts/install.sh | sha256sum | cut -d' ' -f1)
 stamp="$venv/.forge-install-stamp"
-if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$stamp_inputs" ]]; then
-  exit 0
+if [[ -x "$venv/bin/python" && -f "$stamp" ]]; then
+  read -r stamp_device stamp_hash stamp_extras _ < "$stamp" || true
+  if [[ "$stamp_device" == "$device" && "$stamp_hash" == "$inputs_hash" ]]; then
+    missing=()
+    for extra in "${wanted[@]}"; do
+      [[ ",${stamp_extras}," == *",$extra,"* ]] || missing+=("$extra")
+    done
+    [[ ${#missing[@]} -eq 0 ]] && exit 0
+    wanted=($(tr ',' '\n' <<< "$stamp_extras") "${missing[@]}")  # keep what is there, add the rest
+  fi
 fi
+extras=$(printf '%s\n' "${wanted[@]}" | awk 'NF && !seen[$0]++' | paste -sd, -)
 
 "$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
   echo "install.sh: Python >= 3.11 required, found $("$python_bin" --version 2>&1)" >&2; exit 2; }
@@ -57,4 +78,4 @@ fi
 if [[ "$(uname -s)" == Linux ]]; then
   "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torchstore") is None)'
 fi
-echo "$stamp_inputs" > "$stamp"
+echo "$device $inputs_hash $extras" > "$stamp"

@@ -32,3 +32,24 @@ def tiny_config(tmp_path):
         return load_config(GRPOConfig, TINY_GRPO_CONFIG, [*base, *overrides])
 
     return make
+
+
+def _reorder_tolerance(depth: int, dtype=None, cancellation: float = 4.0) -> float:
+    """Bound, relative to the largest magnitude involved, on how far two summation orders of the
+    same math can differ (another SIMD width, thread count, micro-batching or sharding): each
+    order is within gamma_D = D*u / (1 - D*u) of the exact value times the sum of the terms'
+    magnitudes (Higham, *Accuracy and Stability of Numerical Algorithms*, eq. 3.5), where D is
+    the total length of the chain of reductions and u the unit roundoff of ``dtype`` (default
+    float32); ``cancellation`` bounds sum|terms| / max|result| (terms of opposite signs)."""
+    import torch
+
+    u = torch.finfo(dtype or torch.float32).eps / 2
+    if depth * u >= 1:
+        raise ValueError(f"reduction depth {depth} is too long for {dtype}: D*u = {depth * u} >= 1")
+    return 2 * cancellation * depth * u / (1 - depth * u)
+
+
+@pytest.fixture
+def reorder_tolerance():
+    """``reorder_tolerance(depth, dtype=torch.float32)``: see :func:`_reorder_tolerance`."""
+    return _reorder_tolerance

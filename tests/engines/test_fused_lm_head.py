@@ -29,7 +29,7 @@ def _batch(tokenizer):
 
 
 @pytest.mark.parametrize("loss_name", ["grpo", "gspo"])
-def test_fused_lm_head_matches_the_logits_path(loss_name):
+def test_fused_lm_head_matches_the_logits_path(loss_name, reorder_tolerance):
     tokenizer = train_tokenizer(CORPUS, vocab_size=300)
     model = build_tiny_model(TinyModelConfig(num_hidden_layers=1, tie_word_embeddings=False), tokenizer)
     loss = build_loss({"name": loss_name, "temperature": 0.8})
@@ -45,9 +45,14 @@ def test_fused_lm_head_matches_the_logits_path(loss_name):
         out.loss.backward()
         outs.append(out)
     assert torch.allclose(outs[0].loss, outs[1].loss, atol=1e-6)
+    # gradients of fp32 math in two summation orders (vocabulary chunks, Triton's interpreter on
+    # numpy vs ATen): the reordering bound over the chain of reductions behind an entry (the
+    # batch's tokens, the vocabulary, the layer's MLP and hidden widths); ~1e-7 measured
+    cfg = model.config
+    depth = batch.input_ids.numel() + cfg.vocab_size + cfg.intermediate_size + 4 * cfg.hidden_size
+    tol = reorder_tolerance(depth)
     for (name, a), b in zip(plain.model.named_parameters(), fused.model.parameters(), strict=True):
-        # gradients of fp32 math in two summation orders: ~1e-7 relative to the largest entry
-        assert torch.allclose(a.grad, b.grad, atol=1e-5 * float(a.grad.abs().max()) + 1e-9), name
+        assert torch.allclose(a.grad, b.grad, rtol=0, atol=tol * float(a.grad.abs().max()) + 1e-12), name
 
 
 def test_fused_lm_head_refuses_titan():
