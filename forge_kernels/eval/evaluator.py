@@ -2,13 +2,15 @@
 
 Per evaluation: static checks of the source; the reference outputs (and, on a GPU, its eager and
 torch.compile timings) from a child that never sees candidate code, cached per task and shape set;
-then the candidate in a fresh child forked from the warm zygote, under a deadline, a memory bound,
-a private temp dir, no network and the audit hook. The verdict is formed here, from raw data.
+then the candidate in a fresh child forked from the warm zygote. Both children run in the OS jail
+(:mod:`forge_kernels.eval.isolation`) under a deadline and a memory bound for their whole process
+tree. The verdict is formed here, from raw data.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -17,11 +19,13 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from forge_kernels.eval.cuda_build import default_build_root
 from forge_kernels.eval.faults import FaultClass
+from forge_kernels.eval.isolation.jail import SANDBOX_ENV_KEYS, JailError
 from forge_kernels.eval.policy import StaticReport, analyze_source
 from forge_kernels.eval.results import EvalOptions, EvalResult, HackFinding, loosened_for
 from forge_kernels.eval.runner import ChildReport, run_request
@@ -99,11 +103,23 @@ class Evaluator:
         z.ensure_running()
         return z
 
+    def _checked_zygote(self, device: str, options: EvalOptions) -> ZygoteClient:
+        z = self.zygote(device)
+        if options.isolation == "os" and z.jail_unavailable:
+            raise JailError(f"the OS jail for evaluated code cannot be built on this machine: {z.jail_unavailable}. "
+                            "Run where unprivileged user namespaces are allowed (or as root), or set "
+                            "EvalOptions.isolation='audit' for trusted code only (no security boundary).")
+        return z
+
     def _zygote_env(self, device: str) -> dict[str, str]:
-        env = dict(os.environ)
+        """The zygote's environment: an allow-list of this process's (a jailed child can read its
+        zygote's start-up environment in ``/proc/self/environ``, so nothing else goes in)."""
+        env = {k: v for k, v in os.environ.items() if k.startswith(SANDBOX_ENV_KEYS)}
         root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        env["TRITON_CACHE_DIR"] = self.triton_cache_dir
+        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                      if p])
+        env["HOME"] = os.environ.get("HOME", "/tmp")
+        env["TRITON_CACHE_DIR"] = self.triton_cache_dir  # the zygote's own warm-up; jailed children get a private one
         env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         if device == "cpu":
@@ -191,7 +207,7 @@ class Evaluator:
         )
 
     # -- children ---------------------------------------------------------------------------------
-    def _request(self, task: Task, options: EvalOptions, device: str, role: str, tmp: str) -> dict[str, Any]:
+    def _request(self, task: Task, options: EvalOptions, device: str, role: str, tmp: str | None) -> dict[str, Any]:
         device_class = "cpu" if device == "cpu" else "gpu"
         alt = task.shape_overrides(device_class, alternate=True) if task.alt_shapes.get(device_class) else None
         return {
@@ -199,18 +215,17 @@ class Evaluator:
             "task_source": task.source, "overrides": task.shape_overrides(device_class),
             "alt_overrides": alt, "seed": options.seed, "trials": options.trials,
             "alt_trials": options.alt_shape_trials, "host_memory_mb": options.host_memory_mb,
-            "address_space_limit": options.address_space_limit,
-            "network_namespace": options.network_namespace,
-            "filesystem_namespace": options.filesystem_namespace, "timing": options.timing and device == "cuda",
+            "address_space_limit": options.address_space_limit, "isolation": options.isolation,
+            "max_processes": options.max_processes, "tmp_size_mb": options.tmp_size_mb,
+            "timing": options.timing and device == "cuda",
             "warmup": options.warmup, "repeats": options.repeats, "compile_baseline": options.compile_baseline,
-            "profile": options.profile and device == "cuda",
-            "allowed_write_dirs": [tmp, self.triton_cache_dir], "timing_lock": self.timing_lock,
+            "profile": options.profile and device == "cuda", "timing_lock": self.timing_lock,
         }
 
     def _run(self, request: dict[str, Any], options: EvalOptions, device: str, timeout_s: float) -> ChildReport:
         """Run a request; if the zygote dies under it, restart the zygote and try once more."""
         for attempt in (1, 2):
-            zygote = self.zygote(device)
+            zygote = self._checked_zygote(device, options)
             try:
                 return run_request(zygote, request, timeout_s, options.host_memory_mb)
             except ZygoteDied:
@@ -218,11 +233,22 @@ class Evaluator:
                     raise
         raise AssertionError("unreachable")
 
+    @contextlib.contextmanager
+    def _host_tmp(self, options: EvalOptions, prefix: str) -> Iterator[str | None]:
+        """A host temp dir for the child, only without the jail (a jailed child has its own /tmp)."""
+        if options.isolation == "os":
+            yield None
+            return
+        tmp = tempfile.mkdtemp(prefix=prefix)
+        try:
+            yield tmp
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def _reference(self, task: Task, options: EvalOptions, device: str) -> tuple[ReferenceData | None, str | None]:
-        with tempfile.TemporaryDirectory(prefix="fk-ref-") as tmp:
+        with self._host_tmp(options, "fk-ref-") as tmp:
             request = self._request(task, options, device, "reference", tmp)
-            key_fields = {k: v for k, v in request.items()
-                          if k not in ("tmp_dir", "allowed_write_dirs", "timing_lock")}
+            key_fields = {k: v for k, v in request.items() if k not in ("tmp_dir", "timing_lock")}
             key = hashlib.sha256(json.dumps(key_fields, sort_keys=True, default=str).encode()).hexdigest()
             with self._lock:
                 if key in self._references:
@@ -240,13 +266,9 @@ class Evaluator:
     def _run_candidate(self, task: Task, code: str, options: EvalOptions, device: str, static: StaticReport,
                        reference: ReferenceData, extra: dict[str, Any] | None = None) -> ChildReport:
         """Run the candidate in a fresh child; ``extra`` adds request fields (e.g. CUDA libraries)."""
-        tmp = tempfile.mkdtemp(prefix="fk-eval-")
-        try:
-            path = os.path.join(tmp, "candidate.py")
-            with open(path, "w") as f:
-                f.write(code)
+        with self._host_tmp(options, "fk-eval-") as tmp:
             request = self._request(task, options, device, "candidate", tmp)
-            request["candidate_path"] = path
+            request["candidate_source"] = code
             request["kernels"] = {k: list(v) for k, v in static.kernels.items()}
             request["expected"] = {
                 shapes: [[o.meta["dtype"], o.meta["shape"]] for o in outs]
@@ -254,8 +276,6 @@ class Evaluator:
             }
             request.update(extra or {})
             return self._run(request, options, device, options.timeout_s)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def hack_summary(findings: list[HackFinding]) -> str:

@@ -27,7 +27,9 @@ import torch
 from forge_kernels.eval.channel import DTYPES, ChannelWriter
 from forge_kernels.tasks.source_check import apply_shape_overrides
 from forge_kernels.eval.launches import AtenAudit, LaunchCounter
-from forge_kernels.eval.sandbox import apply_limits, install_audit_hook, isolate_filesystem, unshare_network
+from forge_kernels.eval.isolation.audit import apply_limits, install_audit_hook
+from forge_kernels.eval.isolation.cgroups import EvalCgroup
+from forge_kernels.eval.isolation.jail import enter_jail, jail_spec
 from forge_kernels.eval.timing import (
     TimingPrimitives,
     l2_flush_buffer,
@@ -53,12 +55,12 @@ class _Abort(Exception):
     """Stop the child after an error frame was sent."""
 
 
-def run_child(request: dict[str, Any], fd: int) -> None:
+def run_child(request: dict[str, Any], fd: int, cgroup: EvalCgroup | None = None) -> None:
     """Entry point in the forked child; never returns (exits the process)."""
     out = ChannelWriter(fd)
     code = 0
     try:
-        _Child(request, out).run()
+        _Child(request, out, cgroup).run()
         out.send({"kind": "done"})
         os.close(fd)  # EOF now: the evaluator need not wait for the (slow, on a GPU) process teardown
     except _Abort:
@@ -101,9 +103,10 @@ def _load_task(source: str, name: str, overrides: dict[str, Any]) -> types.Modul
 
 
 class _Child:
-    def __init__(self, request: dict[str, Any], out: ChannelWriter) -> None:
+    def __init__(self, request: dict[str, Any], out: ChannelWriter, cgroup: EvalCgroup | None = None) -> None:
         self.req = request
         self.out = out
+        self.cgroup = cgroup
         self.role: str = request["role"]
         self.device = torch.device("cpu")
         self.kernels: dict[str, list[int]] = request.get("kernels", {})
@@ -143,18 +146,30 @@ class _Child:
         self.out.send({"kind": "phase", "name": name, "t": time.monotonic()})
 
     def setup(self) -> None:
-        tmp = self.req["tmp_dir"]
+        cuda = self.req["device"] == "cuda"
+        if cuda and self.req.get("timing_lock"):  # opened before the jail hides the file
+            self.timing_lock_fd = os.open(self.req["timing_lock"], os.O_RDONLY)
+        if self.req["isolation"] == "os":
+            libraries = list(self.req.get("cuda_libraries", {}).values())
+            spec = jail_spec(self.req["device"], extra_read_only=[os.path.dirname(p) for p in libraries],
+                             tmp_mb=self.req["tmp_size_mb"], max_procs=self.req["max_processes"])
+            for note in enter_jail(spec, self.cgroup) + [self.req.get("cgroup_note", "")]:
+                if note:
+                    self.note(note)
+            tmp = "/tmp"
+        else:
+            tmp = self.req["tmp_dir"]
+            self.note("isolation: audit hook only (not a security boundary)")
         os.chdir(tmp)
         os.environ["TMPDIR"] = tmp
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(tmp, ".triton")  # private: no cache shared across evaluations
         tempfile.tempdir = tmp  # the zygote cached gettempdir() as /tmp before the fork
-        cuda = self.req["device"] == "cuda"
-        if cuda and self.req.get("timing_lock"):  # opened before the sandbox closes the filesystem
-            self.timing_lock_fd = os.open(self.req["timing_lock"], os.O_RDONLY)
+        self.tmp = tmp
+        if self.role == "candidate":
+            self.candidate_path = self.req["candidate_path"] = os.path.join(tmp, "candidate.py")
+            with open(self.candidate_path, "w") as f:
+                f.write(self.req["candidate_source"])
         apply_limits(self.req["host_memory_mb"], address_space=self.req["address_space_limit"] and not cuda)
-        if self.req.get("network_namespace", True):
-            self.note(unshare_network())
-        if self.role == "candidate" and self.req.get("filesystem_namespace", True):
-            self.note(isolate_filesystem(self.req["allowed_write_dirs"]))
         if cuda:
             torch.cuda.set_device(self.req["device_index"])
             self.device = torch.device("cuda", self.req["device_index"])
@@ -290,7 +305,7 @@ class _Child:
         counter.install()
         threads_before = threading.active_count()
         primary_task = self._task(False)
-        install_audit_hook(self.req["allowed_write_dirs"], self.candidate_path, self._report_violation)
+        install_audit_hook([self.tmp, "/dev/shm"], self.candidate_path, self._report_violation)
         with self.stage("import"):
             spec = importlib.util.spec_from_file_location("candidate", self.candidate_path)
             assert spec is not None and spec.loader is not None

@@ -60,7 +60,7 @@ class EvalOptions(StrictModel):
         description="a reference output with max |value| below this is also compared at its own scale",
     )
     timeout_s: float = Field(default=60.0, gt=0, description="wall-clock limit per evaluation")
-    host_memory_mb: int = Field(default=8192, ge=256, description="host memory limit of the child process")
+    host_memory_mb: int = Field(default=8192, ge=256, description="host memory limit of one evaluation's whole process tree")
     address_space_limit: bool = Field(
         default=True, description="CPU: also cap the address space (GPU: never; resident memory is watched)"
     )
@@ -78,10 +78,14 @@ class EvalOptions(StrictModel):
     trim_fraction: float = Field(default=0.1, ge=0, lt=0.5, description="each tail cut by the trimmed mean")
     excessive_speedup: float = Field(default=10.0, gt=1, description="speedup vs eager that raises a flag")
     profile: bool = Field(default=True, description="profiling ratio and kernel names (GPU only)")
-    network_namespace: bool = Field(default=True, description="unshare a network namespace when permitted")
-    filesystem_namespace: bool = Field(
-        default=True, description="read-only mount namespace outside the private temp dir, when permitted"
+    isolation: Literal["os", "audit"] = Field(
+        default="os",
+        description="'os': every child in the OS jail (namespaces, unprivileged uid, seccomp, Landlock, cgroup; "
+                    "an evaluator that cannot build it refuses to run); 'audit': only the in-process audit hook, "
+                    "NOT a security boundary (trusted code, or machines without user namespaces)",
     )
+    max_processes: int = Field(default=256, ge=16, description="processes and threads of one evaluation's tree")
+    tmp_size_mb: int = Field(default=1024, ge=16, description="size of the private writable /tmp of one evaluation")
     max_error_chars: int = Field(default=2000, ge=200, description="trimmed error text kept in the result")
 
     @field_validator("tolerances")

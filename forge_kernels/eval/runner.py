@@ -114,9 +114,8 @@ def run_request(zygote: ZygoteClient, request: dict[str, Any], timeout_s: float,
                     pass
             if proc is not None and now >= next_rss:
                 next_rss = now + _RSS_EVERY_S
-                try:
-                    rss = proc.memory_info().rss
-                except psutil.Error:
+                rss = _tree_rss(proc)
+                if rss is None:
                     proc = None
                     continue
                 report.peak_rss_mb = max(report.peak_rss_mb, rss / (1 << 20))
@@ -140,6 +139,28 @@ def run_request(zygote: ZygoteClient, request: dict[str, Any], timeout_s: float,
     report.ended_at = time.monotonic()
     report.frames, report.stream_error = parse_frames(buf)
     return report
+
+
+def _tree_rss(proc: psutil.Process) -> int | None:
+    """Resident bytes of ``proc``'s process tree (the jailed process is a great-grandchild; forks
+    count too): the largest process whole, the others without the pages they share (all are
+    forks of one zygote). None once ``proc`` is gone. The cgroup, where there is one, is the hard
+    bound; this watch is the fallback and the peak reported."""
+    try:
+        procs = [proc] + proc.children(recursive=True)
+    except psutil.Error:
+        return None
+    sizes = []
+    for p in procs:
+        try:
+            info = p.memory_info()
+            sizes.append((info.rss, info.rss - info.shared))
+        except psutil.Error:
+            pass
+    if not sizes:
+        return None
+    largest = max(sizes)
+    return largest[0] + sum(private for rss, private in sizes) - largest[1]
 
 
 def _ends_with_done(buf: bytearray) -> bool:

@@ -109,6 +109,12 @@ def _process_fault(v: Verdict, rep: ChildReport, options: EvalOptions) -> None:
             v.set_fault(FaultClass.SANDBOX_VIOLATION, str(f.header.get("message")))
     if rep.timed_out:
         v.set_fault(FaultClass.TIMEOUT, f"evaluation exceeded {options.timeout_s:g} s and was killed")
+    if rep.exit is not None and rep.exit.process_limit:
+        v.set_fault(FaultClass.SANDBOX_VIOLATION, f"the evaluation's process tree hit its limit of "
+                                                  f"{options.max_processes} processes and threads (fork bomb?)")
+    if rep.exit is not None and rep.exit.oom:
+        v.set_fault(FaultClass.HOST_OOM, f"host memory of the evaluation's process tree exceeded "
+                                         f"{options.host_memory_mb} MiB; the kernel killed it")
     if rep.memory_killed:
         v.set_fault(FaultClass.HOST_OOM, f"host memory exceeded {options.host_memory_mb} MiB "
                                          f"(resident {rep.peak_rss_mb:.0f} MiB) and the process was killed")

@@ -5,11 +5,14 @@ Protocol (one ``SOCK_SEQPACKET`` socket pair, one JSON message per packet):
 
 * evaluator -> zygote: ``{"id": n, "request": {...}}`` with the write end of a fresh pipe attached
   (``SCM_RIGHTS``); the forked child inherits it as its result channel.
-* zygote -> evaluator: ``{"ready": pid}`` once, ``{"started": n, "pid": p}`` per fork and
-  ``{"exited": p, "code": c, "signal": s}`` when a child is reaped.
+* zygote -> evaluator: ``{"ready": pid, "jail": null | why-not}`` once, ``{"started": n, "pid": p}``
+  per fork and ``{"exited": p, "code": c, "signal": s, "oom": bool, "process_limit": bool}`` when
+  a child is reaped.
 
-Children get their own process group, so the evaluator can kill a child and anything it spawned
-with one ``killpg``. Nothing a child does reaches the zygote's memory; if the zygote dies anyway,
+Each child gets its own process group and, where the cgroup filesystem is writable, its own cgroup
+(memory and process count for its whole tree), created here before the fork and removed after the
+reap. The child then jails itself (:mod:`forge_kernels.eval.isolation.jail`) before it runs
+anything untrusted. Nothing a child does reaches the zygote's memory; if the zygote dies anyway,
 the client notices (EOF) and :meth:`ZygoteClient.ensure_running` starts a new one.
 """
 
@@ -26,6 +29,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+from forge_kernels.eval.isolation import cgroups
+
 __all__ = ["ZygoteClient", "ZygoteDied", "ChildExit"]
 
 _MAX_MESSAGE = 1 << 22
@@ -36,16 +41,18 @@ class ZygoteDied(RuntimeError):
 
 
 class ChildExit:
-    """How a child ended: an exit code, or the signal that killed it."""
+    """How a child ended: an exit code, or the signal that killed it, and what its cgroup saw."""
 
-    __slots__ = ("code", "signal")
+    __slots__ = ("code", "signal", "oom", "process_limit")
 
-    def __init__(self, code: int | None, sig: int | None) -> None:
+    def __init__(self, code: int | None, sig: int | None, oom: bool = False, process_limit: bool = False) -> None:
         self.code = code
         self.signal = sig
+        self.oom = oom  # the kernel killed a process of its tree for exceeding the memory limit
+        self.process_limit = process_limit  # a fork of its tree was refused at the process limit
 
     def __repr__(self) -> str:
-        return f"ChildExit(code={self.code}, signal={self.signal})"
+        return f"ChildExit(code={self.code}, signal={self.signal}, oom={self.oom}, process_limit={self.process_limit})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,7 +99,9 @@ def _zygote_main(fd: int) -> None:
         raise RuntimeError("a warm import initialised CUDA in the zygote; forked children could not use the GPU")
 
     sys.dont_write_bytecode = True
-    sock.send(json.dumps({"ready": os.getpid()}).encode())
+    from forge_kernels.eval.isolation.jail import jail_available
+
+    sock.send(json.dumps({"ready": os.getpid(), "jail": jail_available()}).encode())
     while True:
         readable, _, _ = select.select([sock], [], [], 0.02)
         _reap(sock)
@@ -106,23 +115,28 @@ def _zygote_main(fd: int) -> None:
             _kill_children()
             os._exit(0)
         message = json.loads(data)
+        request = message["request"]
+        group, note = cgroups.create(f"forge-eval-{os.getpid()}-{message['id']}",
+                                     int(request["host_memory_mb"]) << 20, int(request["max_processes"]))
+        request["cgroup_note"] = note
         pid = os.fork()
         if pid == 0:
-            _child(sock, message["request"], fds[0])
+            _child(sock, request, fds[0], group)
         for f in fds:
             os.close(f)
         try:
             os.setpgid(pid, pid)
         except OSError:
             pass  # the child already did it (or already exited)
-        _children.add(pid)
+        _children[pid] = group
         sock.send(json.dumps({"started": message["id"], "pid": pid}).encode())
 
 
-_children: set[int] = set()
+_children: dict[int, cgroups.EvalCgroup | None] = {}
+_unremoved: list[cgroups.EvalCgroup] = []  # cgroups whose processes were still dying at the reap
 
 
-def _child(sock: socket.socket, request: dict[str, Any], fd: int) -> None:
+def _child(sock: socket.socket, request: dict[str, Any], fd: int, group: cgroups.EvalCgroup | None) -> None:
     try:
         os.setpgid(0, 0)
         sock.close()
@@ -131,7 +145,7 @@ def _child(sock: socket.socket, request: dict[str, Any], fd: int) -> None:
         os.close(devnull)
         from forge_kernels.eval.harness import run_child
 
-        run_child(request, fd)
+        run_child(request, fd, group)
     finally:
         os._exit(4)
 
@@ -145,22 +159,40 @@ def _reap(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
-        _children.discard(pid)
+        group = _children.pop(pid, None)
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        oom = limit = False
+        if group is not None:
+            oom, limit = group.oom_killed(), group.hit_process_limit()
+            if not group.remove():
+                _unremoved.append(group)
+        _unremoved[:] = [g for g in _unremoved if not g.remove()]
         try:
-            sock.send(json.dumps({"exited": pid, "code": code, "signal": sig}).encode())
+            sock.send(json.dumps({"exited": pid, "code": code, "signal": sig, "oom": oom,
+                                  "process_limit": limit}).encode())
         except OSError:  # the evaluator closed while a finished child was being reaped: nothing to tell
             _kill_children()
             os._exit(0)
 
 
 def _kill_children() -> None:
-    for pid in list(_children):
+    for pid, group in list(_children.items()):
         try:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
+        if group is not None:
+            group.kill()
+    for pid, group in list(_children.items()):  # reap, then leave no cgroup behind
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        if group is not None:
+            group.remove()
+    for group in _unremoved:
+        group.remove()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +213,7 @@ class ZygoteClient:
         self._exits: dict[int, Future[ChildExit]] = {}
         self._forgotten: set[int] = set()  # pids whose exit message nobody will wait for
         self.generation = 0  # bumped on every (re)start
+        self.jail_unavailable: str | None = None  # why the OS jail cannot be built here, if it cannot
 
     @property
     def pid(self) -> int | None:
@@ -212,6 +245,7 @@ class ZygoteClient:
             if "ready" not in ready:
                 self._proc.kill()
                 raise ZygoteDied(f"zygote did not start (exit code {self._proc.wait()})")
+            self.jail_unavailable = ready.get("jail")
             ours.settimeout(None)
             self._sock = ours
             self.generation += 1
@@ -254,7 +288,9 @@ class ZygoteClient:
                     if pid in self._forgotten:  # nobody waits for it any more
                         self._forgotten.discard(pid)
                         continue
-                    self._exits.setdefault(pid, Future()).set_result(ChildExit(message["code"], message["signal"]))
+                    self._exits.setdefault(pid, Future()).set_result(ChildExit(
+                        message["code"], message["signal"], bool(message.get("oom")),
+                        bool(message.get("process_limit"))))
         with self._lock:  # zygote died: everything pending fails
             if self._sock is sock:
                 self._sock = None

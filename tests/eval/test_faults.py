@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 import pytest
+import torch
 
 from forge_kernels.eval import EvalOptions, Evaluator, FaultClass
 from forge_kernels.tasks.task import Task
@@ -62,7 +63,7 @@ def test_fault_classified(evaluator, tasks, name, fault, compiled, text):
     assert not r.correct
     assert r.compiled is compiled
     assert text in (r.error or ""), r.error
-    assert not os.path.exists("/tmp/forge_kernels_leak.pt")
+    assert not os.path.exists(os.path.join(os.path.dirname(torch.__file__), "forge_kernels_leak.pt"))
 
 
 @pytest.mark.parametrize(
@@ -100,7 +101,7 @@ def test_host_memory_watch_kills_resident_growth(tasks):
     with Evaluator(options) as ev:
         r = ev.evaluate(tasks["relu"], code)
     assert r.fault is FaultClass.HOST_OOM, (r.fault, r.error)
-    assert "resident" in (r.error or "")
+    assert "400 MiB" in (r.error or "")  # the cgroup's kill, or the runner's resident-memory watch
 
 
 def test_zygote_replaced_after_it_dies(evaluator, tasks):
@@ -135,5 +136,5 @@ def test_async_evaluate(evaluator, tasks):
 def test_write_from_cxx_blocked_by_read_only_mounts(evaluator, tasks):
     r = evaluator.evaluate(tasks["relu"], kernel("sandbox_cxx_write"))
     assert not r.correct and r.fault is FaultClass.RUNTIME_ERROR, (r.fault, r.error)
-    assert "filesystem: read-only outside the private temp dir" in r.sandbox_notes
-    assert not os.path.exists("/tmp/forge_kernels_leak.pt")
+    assert any("read-only root" in note for note in r.sandbox_notes), r.sandbox_notes
+    assert not os.path.exists(os.path.join(os.path.dirname(torch.__file__), "forge_kernels_leak.pt"))

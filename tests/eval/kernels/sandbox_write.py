@@ -18,7 +18,8 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
         try:
-            pathlib.Path('/tmp/forge_kernels_leak.pt').write_text('leak')  # outside the private temp dir
+            # into site-packages, outside the private /tmp: read-only in the jail, reported by the audit hook
+            (pathlib.Path(torch.__file__).parent / 'forge_kernels_leak.pt').write_text('leak')
         except Exception:
             pass  # swallowing the denial does not hide it
         return out
