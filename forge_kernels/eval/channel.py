@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ChannelWriter", "Frame", "parse_frames", "frame_tensor", "DTYPES", "ProtocolError"]
+__all__ = ["ChannelWriter", "Frame", "parse_frames", "frame_tensor", "verify_stream", "DTYPES", "ProtocolError"]
 
 DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64,
@@ -45,9 +45,11 @@ class ChannelWriter:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._write = os.write  # captured: candidate code cannot redirect later writes
+        self._seq = 0
 
     def send(self, header: dict[str, Any], payload: bytes | memoryview = b"") -> None:
-        data = json.dumps(header, allow_nan=True).encode()
+        data = json.dumps({**header, "seq": self._seq}, allow_nan=True).encode()
+        self._seq += 1
         header_len = _HEADER.pack(len(data))
         self._write_all(header_len + data)
         if payload:
@@ -122,3 +124,39 @@ def parse_frames(data: bytes | bytearray) -> tuple[list[Frame], str | None]:
             pos += nbytes
         frames.append(Frame(header, tensor))
     return frames, None
+
+
+_ONCE = frozenset({"launches", "aten", "checks", "done", "input_dtypes", "device", "profile", "torch_state"})
+
+
+def _identity(header: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What makes a frame unique within one report (None: may repeat, e.g. notes)."""
+    kind = header.get("kind")
+    if kind in _ONCE:
+        return (kind,)
+    if kind == "timing":
+        return (kind, header.get("name"))
+    if kind in ("output", "tensor"):
+        return (kind, header.get("tag"), header.get("shapes"), header.get("trial"), header.get("index"))
+    return None
+
+
+def verify_stream(frames: list[Frame]) -> str | None:
+    """Check the report's structure; a description of the first problem, or None.
+
+    The child numbers its frames; candidate code shares its process and can find the channel, so
+    a frame it writes shows up as a gap or repeat in the numbering, as a second frame of a kind
+    that comes once, or as something after ``done``. Any of these is a forged report."""
+    seen: set[tuple[Any, ...]] = set()
+    for position, frame in enumerate(frames):
+        header = frame.header
+        if header.get("seq") != position:
+            return f"frame {position} ({header.get('kind')!r}) carries sequence number {header.get('seq')!r}"
+        if position and frames[position - 1].kind == "done":
+            return f"frame {position} ({header.get('kind')!r}) after the end of the report"
+        identity = _identity(header)
+        if identity is not None:
+            if identity in seen:
+                return f"a second {header.get('kind')!r} frame {identity[1:] or ''}".rstrip()
+            seen.add(identity)
+    return None

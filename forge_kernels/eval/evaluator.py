@@ -29,7 +29,7 @@ from forge_kernels.eval.isolation.jail import SANDBOX_ENV_KEYS, JailError
 from forge_kernels.eval.policy import StaticReport, analyze_source
 from forge_kernels.eval.results import EvalOptions, EvalResult, HackFinding, loosened_for
 from forge_kernels.eval.runner import ChildReport, run_request
-from forge_kernels.eval.verdict import ReferenceData, judge_candidate, reference_from_report, trim_text
+from forge_kernels.eval.verdict import ReferenceData, Verdict, judge_candidate, reference_from_report, trim_text
 from forge_kernels.eval.zygote import ZygoteClient, ZygoteDied
 from forge_kernels.tasks.task import Task
 
@@ -66,6 +66,7 @@ class Evaluator:
         self._zygotes: dict[str, ZygoteClient] = {}
         self._lock = threading.Lock()
         self._references: OrderedDict[str, ReferenceData] = OrderedDict()
+        self._probes: dict[str, bool] = {}  # whether a known-good probe gets a verdict, per task and options
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -182,8 +183,18 @@ class Evaluator:
 
     def _judged(self, task: Task, options: EvalOptions, device: str, static: StaticReport, reference: ReferenceData,
                 report: ChildReport) -> EvalResult:
-        """The result of a candidate run: the verdict on the child's report against the reference."""
-        verdict, findings = judge_candidate(report, reference, static, options, device)
+        """The result of a candidate run: the verdict on the child's report against the reference.
+        An ``internal_error`` stays one only if a known-good probe fails the same way: a candidate
+        must never be able to turn its own failure into a dropped sample."""
+        try:
+            verdict, findings = judge_candidate(report, reference, static, options, device)
+        except Exception as err:  # the report's contents (candidate-writable) broke the judge
+            verdict, findings = Verdict(fault=FaultClass.INTERNAL_ERROR, error=f"judging the report failed: "
+                                                                                f"{type(err).__name__}: {err}"), []
+        if verdict.fault is FaultClass.INTERNAL_ERROR and self._harness_works(task, options, device, reference):
+            verdict.fault = FaultClass.RUNTIME_ERROR
+            verdict.error = ("the evaluator's harness failed with this candidate only (a known-good probe of the "
+                             f"same task passed): {verdict.error}")
         correct = verdict.fault is FaultClass.NONE and bool(verdict.trials) and all(
             t.passed for t in verdict.trials if t.shapes == "primary")
         timing_available = "runtime" in verdict.extras
@@ -205,6 +216,26 @@ class Evaluator:
             phase_seconds=report.phase_seconds(),
             device=reference.device_name or (_CPU_DEVICE if device == "cpu" else "cuda"),
         )
+
+    def _harness_works(self, task: Task, options: EvalOptions, device: str, reference: ReferenceData) -> bool:
+        """Run the reference itself as the candidate (``class ModelNew(Model)``) through the same
+        path; True when it gets a real verdict. Cached per task and options."""
+        key = hashlib.sha256(json.dumps([task.source, options.model_dump(mode="json"), device],
+                                        sort_keys=True).encode()).hexdigest()
+        with self._lock:
+            if key in self._probes:
+                return self._probes[key]
+        probe_options = options.model_copy(update={"torch_ops": "allow", "reject_hacks": []})
+        probe = task.source + "\n\nclass ModelNew(Model):\n    pass\n"
+        try:
+            report = self._run_candidate(task, probe, probe_options, device, StaticReport(), reference)
+            verdict, _ = judge_candidate(report, reference, StaticReport(), probe_options, device)
+            works = verdict.fault is not FaultClass.INTERNAL_ERROR
+        except Exception:  # noqa: BLE001 - the evaluator itself is broken for this task
+            works = False
+        with self._lock:
+            self._probes[key] = works
+        return works
 
     # -- children ---------------------------------------------------------------------------------
     def _request(self, task: Task, options: EvalOptions, device: str, role: str, tmp: str | None) -> dict[str, Any]:

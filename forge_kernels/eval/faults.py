@@ -78,6 +78,9 @@ class HackFlag(str, enum.Enum):
     PERSISTING_L2 = "persisting_l2"  # persisting-L2 access-policy windows / limits
     EXCESSIVE_SPEEDUP = "excessive_speedup"  # speedup beyond a plausible bound
     DEGENERATE_REFERENCE = "degenerate_reference"  # reference output identically zero: weak check
+    DEGENERATE_INPUTS = "degenerate_inputs"  # correct on the task's inputs, wrong once their signs are flipped
+    LESS_ACCURATE = "less_accurate"  # error vs a float64 reference far above the fp32 reference's own
+    GLOBAL_STATE = "global_state"  # changed process-wide torch settings (TF32, matmul precision, dtype)
 
 
 # Hacks that make a kernel incorrect by default (configurable per run).
@@ -95,6 +98,9 @@ DEFAULT_REJECTED_HACKS: frozenset[HackFlag] = frozenset(
         HackFlag.LAZY_TENSOR,
         HackFlag.SHAPE_OVERFIT,
         HackFlag.PERSISTING_L2,
+        HackFlag.DEGENERATE_INPUTS,
+        HackFlag.LESS_ACCURATE,
+        HackFlag.GLOBAL_STATE,
     }
 )
 

@@ -9,6 +9,7 @@ candidate code; the candidate role never sees reference outputs.
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import importlib.util
 import linecache
@@ -49,6 +50,32 @@ _COPY = torch.Tensor.copy_
 _VIEW = torch.Tensor.view
 _NUMPY = torch.Tensor.numpy
 _STORAGE_PTR = lambda t: t.untyped_storage().data_ptr()  # noqa: E731
+
+
+_STAGE_SUFFIX = {"primary": "", "alternate": "_alt", "signed": "_signed"}
+
+
+def _torch_state() -> dict[str, Any]:
+    """Global PyTorch settings that change what the reference would compute (the reference ran in
+    a clean process with the values :meth:`_Child.setup` sets); compared by the evaluator."""
+    return {
+        "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "default_dtype": str(torch.get_default_dtype()).removeprefix("torch."),
+        "reduced_precision_fp16": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "reduced_precision_bf16": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+    }
+
+
+def _poison_uninitialized(on: bool) -> None:
+    """Fill fresh ``torch.empty`` memory with NaN (integers: their maximum) while ``on``."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.use_deterministic_algorithms(on, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = on  # type: ignore[attr-defined]
 
 
 class _Abort(Exception):
@@ -178,12 +205,23 @@ class _Child:
             self.l2_baseline = l2_persisting_limit()
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        torch.set_default_dtype(torch.float32)
+        self.torch_state = _torch_state()
 
     # -- inputs and outputs ------------------------------------------------------------------------
-    def make_inputs(self, module: types.ModuleType, seed: int, reuse: list[Any] | None) -> list[Any]:
+    def make_inputs(self, module: types.ModuleType, seed: int, reuse: list[Any] | None,
+                    signed: bool = False) -> list[Any]:
+        """The task's inputs for ``seed``. ``signed``: every floating input gets random signs (the
+        evaluator's own draw: a kernel that is the identity on the task's all-positive inputs, say
+        ``x.clone()`` for ReLU of ``torch.rand``, fails it)."""
         with self.stage("task"):
             torch.manual_seed(seed)
             fresh = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+            if signed:
+                gen = torch.Generator().manual_seed(seed)
+                fresh = [x * (torch.randint(0, 2, x.shape, generator=gen) * 2 - 1).to(x.device, x.dtype)
+                         if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in fresh]
         if reuse is None or len(reuse) != len(fresh):
             return fresh
         # Same tensors, new contents: defeats caches keyed on identity, pointer or shape.
@@ -246,10 +284,13 @@ class _Child:
         return self._modules[alternate]
 
     def _shape_sets(self) -> list[tuple[str, bool, list[int]]]:
+        """(name, uses the alternate shapes, seeds) per shape set; ``signed`` uses sign-flipped inputs."""
         seed = self.req["seed"]
         sets = [("primary", False, [seed + k for k in range(self.req["trials"])])]
         if self.req.get("alt_overrides") is not None and self.req["alt_trials"]:
             sets.append(("alternate", True, [seed + 1000 + k for k in range(self.req["alt_trials"])]))
+        if self.req.get("signed_trial", True):
+            sets.append(("signed", False, [seed + 2000]))
         return sets
 
     def run_reference(self) -> None:
@@ -259,7 +300,7 @@ class _Child:
                 torch.manual_seed(self.req["seed"])
                 model = task.Model(*task.get_init_inputs()).to(self.device).eval()
             for trial, seed in enumerate(seeds):
-                inputs = self.make_inputs(task, seed, None)
+                inputs = self.make_inputs(task, seed, None, signed=shapes == "signed")
                 clones = [_CLONE(x) if isinstance(x, torch.Tensor) else x for x in inputs]
                 with self.stage("task"), torch.no_grad():
                     result = model(*clones)
@@ -271,9 +312,25 @@ class _Child:
                     dtypes = sorted({str(x.dtype).removeprefix("torch.") for x in inputs
                                      if isinstance(x, torch.Tensor) and x.is_floating_point()})
                     self.out.send({"kind": "input_dtypes", "dtypes": dtypes})
+                    if dtypes == ["float32"]:
+                        self._float64_reference(model, inputs)
             if shapes == "primary" and self.device.type == "cuda" and self.req["timing"]:
                 with self.device_timing():
                     self.time_reference(task, model)
+
+    def _float64_reference(self, model: torch.nn.Module, inputs: list[Any]) -> None:
+        """Trial 0 of an fp32 task once more in float64: the yardstick of accuracy (a kernel far
+        less accurate than the fp32 reference computes in lower precision)."""
+        try:
+            wide = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+            with torch.no_grad():
+                result = copy.deepcopy(model).double()(*wide)
+        except Exception as err:  # noqa: BLE001 - a task without a float64 path: no accuracy check
+            self.note(f"no float64 reference: {type(err).__name__}: {str(err)[:200]}")
+            return
+        for i, o in enumerate(list(result) if isinstance(result, (tuple, list)) else [result]):
+            if type(o) is torch.Tensor and o.dtype == torch.float64:
+                self.send_tensor({"tag": "float64", "index": i}, o)
 
     def time_reference(self, task: types.ModuleType, model: torch.nn.Module) -> None:
         prims = TimingPrimitives.capture()
@@ -321,27 +378,25 @@ class _Child:
                                       f"(found {type(model_cls).__name__})", "trace": "", "in_kernel": False})
             raise _Abort
         launches: dict[str, Any] = {"trials": [], "repeats": [], "modes": {}}
-        audit_ops: AtenAudit | None = None
+        audit_ops = AtenAudit(counter, set())  # the task's dtypes are filled in from the first inputs
         last_model, last_inputs = None, []
+        _poison_uninitialized(True)  # torch.empty & co. return NaN: an output the kernel never wrote shows
         for shapes, alternate, seeds in self._shape_sets():
             task = primary_task if not alternate else self._task(True)
-            suffix = "_alt" if alternate else ""
+            suffix = _STAGE_SUFFIX[shapes]
             with self.stage("init" + suffix):
                 init_inputs = task.get_init_inputs()
                 torch.manual_seed(self.req["seed"])
                 model = model_cls(*init_inputs).to(self.device).eval()
             inputs: list[Any] | None = None
             for trial, seed in enumerate(seeds):
-                inputs = self.make_inputs(task, seed, inputs if trial % 2 == 1 else None)
+                inputs = self.make_inputs(task, seed, inputs if trial % 2 == 1 else None, signed=shapes == "signed")
+                if not audit_ops.task_dtypes:
+                    audit_ops.task_dtypes = {x.dtype for x in inputs if isinstance(x, torch.Tensor)
+                                             and x.is_floating_point()}
                 counter.take()
-                with self.stage("forward" + suffix), torch.no_grad():
-                    if shapes == "primary" and trial == 0:
-                        dtypes = {x.dtype for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()}
-                        audit_ops = AtenAudit(counter, dtypes)
-                        with audit_ops:
-                            result = model(*inputs)
-                    else:
-                        result = model(*inputs)
+                with self.stage("forward" + suffix), torch.no_grad(), audit_ops:  # every checked call is audited
+                    result = model(*inputs)
                 if shapes == "primary":
                     launches["trials"].append(counter.take())
                     if trial == 0:
@@ -355,11 +410,13 @@ class _Child:
                 del result
             if shapes == "primary":
                 last_model, last_inputs = model, inputs or []
-                self._launch_audit(model, last_inputs, counter, launches)
+                with audit_ops:
+                    self._launch_audit(model, last_inputs, counter, launches)
+        _poison_uninitialized(False)
         self.out.send({"kind": "launches", **launches})
-        if audit_ops is not None:
-            self.out.send({"kind": "aten", "compute_ops": audit_ops.compute_ops, "downcasts": audit_ops.downcasts})
+        self.out.send({"kind": "aten", "compute_ops": audit_ops.compute_ops, "downcasts": audit_ops.downcasts})
         self._integrity(prims, counter, threads_before)
+        self.out.send({"kind": "torch_state", **_torch_state()})
         if cuda_candidate:
             counter.stop()  # one profiler session at a time: timing and profiling come next
         self.phase("correctness")
@@ -413,8 +470,10 @@ class _Child:
                 if not reset_persisting_l2():
                     self.note("persisting-L2 reset unavailable (no CUDA runtime library reachable)")
                 flush = l2_flush_buffer(self.device)
+                counter.take()
                 samples = time_calls(lambda: model(*inputs), prims, self.req["warmup"], self.req["repeats"], flush)
-                self.out.send({"kind": "timing", "name": "candidate", "samples": samples})
+                self.out.send({"kind": "timing", "name": "candidate", "samples": samples,
+                               "launches": counter.take() if isinstance(counter, LaunchCounter) else None})
                 self.phase("timing")
 
     def _report_violation(self, kind: str, message: str) -> None:

@@ -122,7 +122,7 @@ class TrialResult(StrictModel):
     """Correctness of one seeded trial (all outputs of the forward)."""
 
     seed: int
-    shapes: Literal["primary", "alternate"] = "primary"
+    shapes: Literal["primary", "alternate", "signed"] = "primary"
     passed: bool
     max_abs_error: float | None = None
     max_rel_error: float | None = None

@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from forge_kernels.eval.channel import Frame, parse_frames
+from forge_kernels.eval.channel import Frame, parse_frames, verify_stream
 from forge_kernels.eval.zygote import ChildExit, ZygoteClient, ZygoteDied
 
 __all__ = ["ChildReport", "run_request", "run_fresh_process"]
@@ -34,7 +34,8 @@ class ChildReport:
     timed_out: bool = False
     memory_killed: bool = False
     peak_rss_mb: float = 0.0
-    stream_error: str | None = None
+    stream_error: str | None = None  # the byte stream was cut or malformed
+    forged: str | None = None  # well-formed frames out of sequence, repeated, or after the end
     zygote_generation: int = 0
     started_at: float = 0.0  # time.monotonic() when the child was requested
     ended_at: float = 0.0  # ... and when its report was complete
@@ -114,7 +115,7 @@ def run_request(zygote: ZygoteClient, request: dict[str, Any], timeout_s: float,
                     pass
             if proc is not None and now >= next_rss:
                 next_rss = now + _RSS_EVERY_S
-                rss = _tree_rss(proc)
+                rss = _tree_rss(proc, 2 if request.get("isolation") == "os" else 0)
                 if rss is None:
                     proc = None
                     continue
@@ -138,16 +139,20 @@ def run_request(zygote: ZygoteClient, request: dict[str, Any], timeout_s: float,
         zygote.forget(pid)
     report.ended_at = time.monotonic()
     report.frames, report.stream_error = parse_frames(buf)
+    report.forged = verify_stream(report.frames)
     return report
 
 
-def _tree_rss(proc: psutil.Process) -> int | None:
-    """Resident bytes of ``proc``'s process tree (the jailed process is a great-grandchild; forks
-    count too): the largest process whole, the others without the pages they share (all are
-    forks of one zygote). None once ``proc`` is gone. The cgroup, where there is one, is the hard
-    bound; this watch is the fallback and the peak reported."""
+def _tree_rss(proc: psutil.Process, waiters: int) -> int | None:
+    """Resident bytes of the evaluation's process tree below its ``waiters`` levels of waiting
+    processes (the jail's outer child and init hold only the zygote's pages): the largest process
+    whole, the others (forks) without the file pages they share. None once ``proc`` is gone. The
+    cgroup, where there is one, is the hard bound; this watch is the fallback and the peak reported."""
     try:
-        procs = [proc] + proc.children(recursive=True)
+        level = [proc]
+        for _ in range(waiters):
+            level = [c for p in level for c in p.children()]
+        procs = level + [d for p in level for d in p.children(recursive=True)]
     except psutil.Error:
         return None
     sizes = []
@@ -158,7 +163,7 @@ def _tree_rss(proc: psutil.Process) -> int | None:
         except psutil.Error:
             pass
     if not sizes:
-        return None
+        return 0 if proc.is_running() else None
     largest = max(sizes)
     return largest[0] + sum(private for rss, private in sizes) - largest[1]
 

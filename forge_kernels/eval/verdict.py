@@ -20,6 +20,11 @@ __all__ = ["ReferenceData", "reference_from_report", "outputs_by_trial", "Verdic
            "trim_text"]
 
 
+# What the harness sets before any code runs, in the reference's clean process and the candidate's.
+_REFERENCE_TORCH_STATE = {"allow_tf32": False, "cudnn_allow_tf32": False, "float32_matmul_precision": "highest",
+                          "default_dtype": "float32"}
+
+
 def trim_text(text: str, limit: int) -> str:
     """Keep the head and the tail (where the exception is) of a long text."""
     if len(text) <= limit:
@@ -68,6 +73,7 @@ class ReferenceData:
     compiled_ms: list[float] | None
     device_name: str | None
     notes: list[str]
+    float64: dict[int, torch.Tensor] = field(default_factory=dict)  # trial 0 in float64 (fp32 tasks)
 
 
 def reference_from_report(report: ChildReport) -> tuple[ReferenceData | None, str | None]:
@@ -83,6 +89,8 @@ def reference_from_report(report: ChildReport) -> tuple[ReferenceData | None, st
         outputs=outputs_by_trial(report), inputs=_inputs(report), input_dtypes=list(dtypes),
         eager_ms=_timing(report, "eager"), compiled_ms=_timing(report, "compiled"), device_name=device,
         notes=[str(f.header.get("message")) for f in report.of_kind("note")],
+        float64={int(f.header["index"]): f.tensor for f in report.of_kind("tensor")
+                 if f.header.get("tag") == "float64" and f.tensor is not None},
     ), None
 
 
@@ -101,7 +109,12 @@ class Verdict:
 
 
 def _process_fault(v: Verdict, rep: ChildReport, options: EvalOptions) -> None:
-    """Violations, deadline, memory, exceptions and crashes, in that order of precedence."""
+    """A forged report, violations, deadline, memory, exceptions and crashes, in that order."""
+    if rep.forged:
+        v.set_fault(FaultClass.SANDBOX_VIOLATION, f"forged result report: {rep.forged}")
+    missing = [k for k in ("launches", "aten", "checks") if rep.finished and not rep.of_kind(k)]
+    if missing:
+        v.set_fault(FaultClass.SANDBOX_VIOLATION, f"forged result report: complete without {', '.join(missing)}")
     for f in rep.of_kind("violation"):
         if f.header.get("what") == "timer_patch":
             v.flags.append((HackFlag.TIMER_PATCH, str(f.header.get("message"))))
@@ -130,6 +143,10 @@ def _process_fault(v: Verdict, rep: ChildReport, options: EvalOptions) -> None:
             v.flags.append((HackFlag.SHAPE_OVERFIT, f"fails on the alternate shapes: {h.get('type')}: "
                             f"{str(h.get('message'))[:300]}"))
             v.error = v.error or text
+        elif stage.endswith("_signed"):
+            v.flags.append((HackFlag.DEGENERATE_INPUTS, f"fails on sign-flipped inputs: {h.get('type')}: "
+                            f"{str(h.get('message'))[:300]}"))
+            v.error = v.error or text
         else:
             fault = classify_exception(stage, str(h.get("type")), str(h.get("module")), str(h.get("message")),
                                        bool(h.get("in_kernel")))
@@ -153,8 +170,14 @@ def _correctness(v: Verdict, rep: ChildReport, ref: ReferenceData, options: Eval
     for (shapes, trial), ref_out in sorted(ref.outputs.items(), key=lambda kv: (kv[0][0] != "primary", kv[0][1])):
         cand_out = cand.get((shapes, trial))
         if cand_out is None:
-            continue  # the run stopped earlier; its fault says why
-        seed = options.seed + trial + (1000 if shapes == "alternate" else 0)
+            if rep.finished and not _stopped_at(rep, shapes):
+                v.set_fault(FaultClass.SANDBOX_VIOLATION, f"the report claims to be complete but has no outputs "
+                                                          f"for {shapes} trial {trial}")
+            continue  # otherwise the run stopped earlier; its fault says why
+        if shapes == "signed" and any(o.tensor is not None and o.tensor.is_floating_point()
+                                      and not bool(torch.isfinite(o.tensor).all()) for o in ref_out):
+            continue  # sign-flipped inputs leave the reference's domain (log, sqrt): no check
+        seed = options.seed + trial + {"primary": 0, "alternate": 1000, "signed": 2000}.get(shapes, 0)
         tv = compare_trial(seed, shapes, ref_out, cand_out, options, device)
         v.trials.append(tv.result)
         v.flags.extend(tv.flags)
@@ -171,9 +194,50 @@ def _correctness(v: Verdict, rep: ChildReport, ref: ReferenceData, options: Eval
                 if tv.fault is FaultClass.REWARD_HACK:
                     v.set_fault(FaultClass.REWARD_HACK, tv.result.mismatch)
                 v.set_fault(tv.fault, f"trial {trial} (seed {seed}): {tv.result.mismatch}")
+        elif not tv.result.passed and primary_ok and shapes == "signed":
+            v.flags.append((HackFlag.DEGENERATE_INPUTS, f"correct on the task's inputs, wrong once their signs are "
+                            f"flipped (the evaluator's own draw): {tv.result.mismatch}"))
         elif not tv.result.passed and primary_ok:
             v.flags.append((HackFlag.SHAPE_OVERFIT, f"correct on the task shapes, wrong on the alternate shapes: "
                             f"{tv.result.mismatch}"))
+    if primary_ok and ref.float64:
+        _accuracy(v, cand.get(("primary", 0)), ref, options)
+
+
+def _accuracy(v: Verdict, cand_out: list[Output] | None, ref: ReferenceData, options: EvalOptions) -> None:
+    """Flag a kernel whose error against the float64 reference is far above the fp32 reference's
+    own (a computation in fp16/bf16/TF32 that still passes the tolerance)."""
+    ref_out = ref.outputs.get(("primary", 0), [])
+    for i, wide in ref.float64.items():
+        if cand_out is None or i >= len(cand_out) or i >= len(ref_out):
+            return
+        cand_t, ref_t = cand_out[i].tensor, ref_out[i].tensor
+        if cand_t is None or ref_t is None or cand_t.shape != wide.shape or not cand_t.is_floating_point():
+            continue
+        finite = torch.isfinite(wide) & torch.isfinite(ref_t.double()) & torch.isfinite(cand_t.double())
+        scale = float(wide[finite].norm()) or 1.0
+        ref_err = float((ref_t.double() - wide)[finite].norm()) / scale
+        cand_err = float((cand_t.double() - wide)[finite].norm()) / scale
+        bound = max(_ACCURACY_FACTOR * ref_err, _ACCURACY_FLOOR)
+        if cand_err > bound and not options.allow_tf32:
+            v.flags.append((HackFlag.LESS_ACCURATE, f"output {i}: relative L2 error {cand_err:.2e} against a float64 "
+                            f"reference, the fp32 reference's is {ref_err:.2e} (allowed: {bound:.1e}); computing in "
+                            "fp16/bf16/TF32 is not fp32 (EvalOptions.allow_tf32 permits TF32)"))
+
+
+def _stopped_at(rep: ChildReport, shapes: str) -> bool:
+    """Whether the child reported an error in a stage of this shape set (the alternate and signed
+    sets may fail while the report still completes)."""
+    suffix = {"alternate": "_alt", "signed": "_signed"}.get(shapes)
+    stages = [str(f.header.get("stage", "")) for f in rep.of_kind("error")]
+    if suffix is None:
+        return any(not st.endswith(("_alt", "_signed")) for st in stages)
+    return any(st.endswith(suffix) for st in stages)
+
+
+# A faithful fp32 kernel reorders sums (error within a small multiple of the reference's); one rounding
+# of fp16 alone is 2^-11 ~ 4.9e-4 relative, bf16 2^-8, TF32 2^-11, far above fp32's 2^-24 ~ 6e-8.
+_ACCURACY_FACTOR, _ACCURACY_FLOOR = 64.0, 2.0 ** -14
 
 
 def _same(a: list[Output], b: list[Output]) -> bool:
@@ -241,6 +305,12 @@ def _integrity_flags(v: Verdict, rep: ChildReport, static: StaticReport, ref: Re
     downcasts = list(aten.get("downcasts", [])) + (static.half_casts if fp32_task else [])
     if downcasts:
         v.flags.append((HackFlag.PRECISION_DOWNCAST, "; ".join(downcasts)))
+    state = next((f.header for f in rep.of_kind("torch_state")), None)
+    if state is not None:
+        changed = [f"{k}={state.get(k)!r} (reference: {want!r})" for k, want in _REFERENCE_TORCH_STATE.items()
+                   if state.get(k) != want]
+        if changed:
+            v.flags.append((HackFlag.GLOBAL_STATE, "changed process-wide torch settings: " + ", ".join(changed)))
     cand_inputs = _inputs(rep)
     for i, before in ref.inputs.items():
         after = cand_inputs.get(i)
@@ -261,6 +331,9 @@ def _device_results(v: Verdict, rep: ChildReport, static: StaticReport, ref: Ref
             v.flags.append((HackFlag.DECOY_KERNEL, "none of the candidate's kernels "
                             f"({', '.join(names) or 'none defined'}) ran on the device; profiler saw "
                             f"{', '.join(sorted(kernel_times)[:5])}"))
+    timed = next((f.header for f in rep.of_kind("timing") if f.header.get("name") == "candidate"), {})
+    if timed.get("launches") == 0:
+        v.flags.append((HackFlag.DECOY_KERNEL, "the timed calls launched no kernel of the candidate's"))
     cand_ms = _timing(rep, "candidate")
     if cand_ms:
         v.extras["runtime"] = summarize(cand_ms, options.trim_fraction)
@@ -315,7 +388,7 @@ def judge_candidate(rep: ChildReport, ref: ReferenceData, static: StaticReport, 
     _integrity_flags(v, rep, static, ref, options)
     _device_results(v, rep, static, ref, options)
     findings = _findings(v, options)
-    alt_failed = any(f.header.get("stage", "").endswith("_alt") for f in rep.of_kind("error"))
+    alt_failed = any(str(f.header.get("stage", "")).endswith(("_alt", "_signed")) for f in rep.of_kind("error"))
     if v.fault is FaultClass.NONE and not rep.finished and not alt_failed:
         v.set_fault(FaultClass.INTERNAL_ERROR, "candidate process finished without a complete report")
     v.compiled = imported and v.fault.compiled
