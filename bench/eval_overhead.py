@@ -13,11 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 from forge_kernels.eval import EvalOptions, Evaluator
 from forge_kernels.eval.policy import analyze_source
@@ -78,21 +75,15 @@ def main() -> None:
         static = analyze_source(RELU_KERNEL)
         reference, _ = ev._reference(RELU_TASK, options, device)
         assert reference is not None
-        for _ in range(args.evals):
-            tmp = tempfile.mkdtemp(prefix="fk-bench-")
-            try:
-                path = Path(tmp) / "candidate.py"
-                path.write_text(RELU_KERNEL)
-                request = ev._request(RELU_TASK, options, device, "candidate", tmp)
-                request.update(candidate_path=str(path), kernels={k: list(v) for k, v in static.kernels.items()},
-                               expected={s: [[o.meta["dtype"], o.meta["shape"]] for o in outs]
-                                         for (s, t), outs in reference.outputs.items() if t == 0})
-                t0 = time.monotonic()
-                report = run_fresh_process(request, ev._zygote_env(device), options.timeout_s)
-                fresh_s.append(time.monotonic() - t0)
-                assert report.finished, [f.header for f in report.frames if f.kind == "error"]
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
+        for _ in range(args.evals):  # the same request, jail included, in a fresh interpreter
+            request = ev._request(RELU_TASK, options, device, "candidate", None)
+            request.update(candidate_source=RELU_KERNEL, kernels={k: list(v) for k, v in static.kernels.items()},
+                           expected={s: [[o.meta["dtype"], o.meta["shape"]] for o in outs]
+                                     for (s, t), outs in reference.outputs.items() if t == 0})
+            t0 = time.monotonic()
+            report = run_fresh_process(request, ev._zygote_env(device), options.timeout_s)
+            fresh_s.append(time.monotonic() - t0)
+            assert report.finished, [f.header for f in report.frames if f.kind == "error"]
     z, f = statistics.median(zygote_s), statistics.median(fresh_s)
     print(json.dumps({
         "bench": "eval_overhead", "device": first.device, "cpus": os.cpu_count(), "evals": args.evals,

@@ -9,6 +9,7 @@ source scripts/gpu_env.sh
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
 } 2>&1 | tee "$out/device.txt"
+timeout 120 python3 scripts/gpu_jail_probe.py 2>&1 | tee "$out/jail_probe.txt"
 status=0
 if [ "${GPU_APP:-0}" = 1 ]; then  # SFT then GRPO on the GPU (configs/grpo_gpu.yaml)
   timeout 200 python3 -m apps.sft.main --config configs/sft.yaml device=cuda output_dir=runs/gpu/sft \

@@ -68,6 +68,11 @@ def _torch_state() -> dict[str, Any]:
     }
 
 
+def _os_threads() -> int:
+    """Threads of this process, from the kernel (``/proc/self/task``)."""
+    return len(os.listdir("/proc/self/task"))
+
+
 def _poison_uninitialized(on: bool) -> None:
     """Fill fresh ``torch.empty`` memory with NaN (integers: their maximum) while ``on``."""
     import warnings
@@ -361,6 +366,8 @@ class _Child:
             counter = LaunchCounter()
         counter.install()
         threads_before = threading.active_count()
+        torch.ones(1 << 17).add_(1)  # start torch's own intra-op threads now: later OS threads are the candidate's
+        self.os_threads_before = _os_threads()
         primary_task = self._task(False)
         install_audit_hook([self.tmp, "/dev/shm"], self.candidate_path, self._report_violation)
         with self.stage("import"):
@@ -446,6 +453,8 @@ class _Child:
     def _integrity(self, prims: TimingPrimitives, counter: Any, threads_before: int) -> None:
         checks: dict[str, Any] = {
             "threads_started": threading.active_count() - threads_before,
+            # raw _thread threads and threads started from C++ do not show in threading's count
+            "os_threads_started": None if self.req.get("language") == "cuda" else _os_threads() - self.os_threads_before,
             "timer_patched": prims.still_installed(),
             "launch_wrapper_intact": counter.intact(),
             "streams": sorted(counter.streams),

@@ -96,6 +96,31 @@ class AtenAudit(TorchDispatchMode):
         self.compute_ops: dict[str, int] = {}
         self.downcasts: list[str] = []
 
+    _HOST_EXITS = ("numpy", "tolist", "__array__", "__dlpack__")
+
+    def __enter__(self) -> "AtenAudit":
+        """Also count the ways out to host compute that dispatch no aten op (``Tensor.numpy``...)."""
+        self._saved = {name: getattr(torch.Tensor, name) for name in self._HOST_EXITS}
+        for name, original in self._saved.items():
+            setattr(torch.Tensor, name, self._host_exit(name, original))
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        for name, original in self._saved.items():
+            setattr(torch.Tensor, name, original)
+
+    def _host_exit(self, name: str, original: Any) -> Any:
+        audit = self
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if audit.launches.depth == 0:
+                key = f"host:Tensor.{name}"
+                audit.compute_ops[key] = audit.compute_ops.get(key, 0) + 1
+            return original(*args, **kwargs)
+
+        return counted
+
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         if self.launches.depth == 0:

@@ -71,8 +71,15 @@ _SANDBOX_ATTRS = frozenset(
     system popen fork forkpty execv execve execl execlp execvp spawnv spawnl posix_spawn kill killpg
     __globals__ __code__ __builtins__ __subclasses__ __dict__ modules f_back f_globals _getframe
     load_inline cpp_extension
+    _C _python_dispatch _disable_current_modes _disable_infra_mode _get_current_dispatch_mode
+    _get_current_dispatch_mode_stack _len_torch_dispatch_stack _pop_torch_dispatch_stack _unset_dispatch_mode
+    _get_dispatch_stack_at TorchDispatchMode TorchFunctionMode DisableTorchFunction DisableTorchFunctionSubclass
+    _DisableTorchDispatch _ExcludeDispatchKeyGuard
     """.split()
 )
+# Host-side compute that no aten op shows: the work done in numpy (or Python lists) behind a copy kernel.
+_HOST_COMPUTE_MODULES = frozenset({"numpy", "scipy", "numexpr", "jax"})
+_HOST_COMPUTE_ATTRS = frozenset({"numpy", "tolist", "__array__", "__dlpack__", "from_numpy", "from_dlpack"})
 _TIMER_ATTRS = frozenset(
     {"perf_counter", "perf_counter_ns", "time", "monotonic", "monotonic_ns", "process_time", "Event",
      "elapsed_time", "synchronize", "record", "do_bench", "Timer"}
@@ -135,6 +142,8 @@ class _Visitor(ast.NodeVisitor):
         root = module.split(".")[0]
         if root in _SANDBOX_MODULES:
             self.r.sandbox.append(f"line {line}: imports {module}")
+        if root in _HOST_COMPUTE_MODULES:
+            self.r.torch_ops.append(f"line {line}: imports {module} (host compute outside kernels)")
         if root in _FOREIGN_KERNEL_MODULES or "cpp_extension" in module:
             self.r.foreign_kernels.append(f"line {line}: imports {module} (not a Triton kernel)")
         if root in _THREAD_MODULES:
@@ -216,6 +225,8 @@ class _Visitor(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in _SANDBOX_ATTRS:
             self.r.sandbox.append(f"line {node.lineno}: uses .{node.attr}")
+        if node.attr in _HOST_COMPUTE_ATTRS and not self.in_init:
+            self.r.torch_ops.append(f"line {node.lineno}: .{node.attr} (host compute outside kernels)")
         if node.attr in _HALF_NAMES:
             self.r.half_casts.append(f"line {node.lineno}: {_dotted(node) or node.attr}")
         if node.attr in ("Stream", "stream", "cuda_stream", "ExternalStream", "set_stream"):

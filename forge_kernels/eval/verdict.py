@@ -273,10 +273,11 @@ def _launch_flags(v: Verdict, rep: ChildReport, static: StaticReport) -> None:
 def _integrity_flags(v: Verdict, rep: ChildReport, static: StaticReport, ref: ReferenceData,
                      options: EvalOptions) -> None:
     checks = next((f.header for f in rep.of_kind("checks")), {})
-    if checks.get("threads_started", 0) > 0 or static.threads:
-        v.flags.append((HackFlag.THREAD_INJECTION, "; ".join(
-            static.threads + ([f"{checks['threads_started']} Python thread(s) started"] if checks.get(
-                "threads_started", 0) > 0 else []))))
+    started = [f"{n} {what} thread(s) started" for what, n in (
+        ("Python", checks.get("threads_started")), ("OS", checks.get("os_threads_started")))
+        if isinstance(n, int) and n > 0]
+    if started or static.threads:
+        v.flags.append((HackFlag.THREAD_INJECTION, "; ".join(static.threads + started)))
     patched = list(checks.get("timer_patched", [])) + static.timer_patches
     if patched:
         v.flags.append((HackFlag.TIMER_PATCH, "replaces " + ", ".join(patched)))

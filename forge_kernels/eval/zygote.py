@@ -73,6 +73,9 @@ def _warm_triton_driver() -> None:
         except ImportError:
             from triton.compiler.compiler import triton_key
         triton_key()  # hashes Triton's own sources and library (in every kernel's cache key); lru-cached
+        from forge_kernels.eval.warmup import warm_compiler
+
+        warm_compiler()
     except Exception as err:  # an optimisation only: children then do this work themselves
         print(f"zygote: Triton warm-up skipped: {type(err).__name__}: {err}", file=sys.stderr)
 

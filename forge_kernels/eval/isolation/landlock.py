@@ -24,10 +24,12 @@ _NET_TCP = (1 << 0) | (1 << 1)  # bind, connect
 _SCOPE_ALL = (1 << 0) | (1 << 1)  # abstract unix sockets, signals
 
 
-def restrict_writes(writable: list[str], device_dir: str = "/dev") -> str:
+def restrict_writes(writable: list[str], open_for_writing: tuple[str, ...] = ("/dev", "/proc"), scoped: bool = True,
+                    network: bool = True) -> str:
     """Restrict this process (and its future children) for good; needs ``no_new_privs``.
-    ``writable`` dirs get every write right; files under ``device_dir`` may be opened for writing
-    (``/dev/null``, GPU device nodes) but nothing there may be created or removed."""
+    ``writable`` dirs get every write right; existing files under ``open_for_writing`` may be opened
+    for writing (``/dev/null``, GPU device nodes, ``/proc/self/task/*/comm``) but nothing there
+    may be created or removed. ``scoped``: signals and abstract sockets stay inside the domain."""
     libc = ctypes.CDLL(None, use_errno=True)
     abi = libc.syscall(_CREATE, None, 0, _VERSION_FLAG)
     if abi < 1:
@@ -37,13 +39,15 @@ def restrict_writes(writable: list[str], device_dir: str = "/dev") -> str:
         handled |= _REFER
     if abi >= 3:
         handled |= _TRUNCATE
-    attr = struct.pack("<QQQ", handled, _NET_TCP if abi >= 4 else 0, _SCOPE_ALL if abi >= 6 else 0)
+    attr = struct.pack("<QQQ", handled, _NET_TCP if abi >= 4 and network else 0,
+                       _SCOPE_ALL if abi >= 6 and scoped else 0)
     size = 8 if abi < 4 else (16 if abi < 6 else 24)
     ruleset = libc.syscall(_CREATE, ctypes.c_char_p(attr), size, 0)
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
-        for path, access in [(d, handled) for d in writable] + [(device_dir, _WRITE_FILE | (handled & _TRUNCATE))]:
+        opened = [(d, _WRITE_FILE | (handled & _TRUNCATE)) for d in open_for_writing]
+        for path, access in [(d, handled) for d in writable] + opened:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
                 rule = struct.pack("<Qi", access, fd)  # struct landlock_path_beneath_attr is packed
@@ -55,5 +59,6 @@ def restrict_writes(writable: list[str], device_dir: str = "/dev") -> str:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     finally:
         os.close(ruleset)
-    scoped = ", signals and abstract sockets scoped" if abi >= 6 else ""
-    return f"landlock: ABI {abi}, writes only in {', '.join(writable)}, no TCP{scoped}"
+    scope = ", signals and abstract sockets scoped" if abi >= 6 and scoped else ""
+    tcp = ", no TCP" if abi >= 4 and network else ""
+    return f"landlock: ABI {abi}, writes only in {', '.join(writable)}{tcp}{scope}"
