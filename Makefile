@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: install demo demo-multiturn smoke sft test test-slow test-gpu test-vllm test-titan test-engines docs bench clean
+.PHONY: install demo demo-multiturn smoke sft test test-redteam test-slow test-gpu test-vllm test-titan test-engines docs bench clean
 install:
 	@bash scripts/install.sh
 
@@ -23,10 +23,14 @@ sft: install
 	$(PY) -m apps.sft.main --config configs/sft.yaml
 
 test: install
-	$(PYTEST) -m "not slow and not gpu and not vllm and not titan and not docs" -q
+	$(PYTEST) -m "not slow and not gpu and not vllm and not titan and not docs and not redteam" -q
+
+# the red-team corpus (tests/redteam/corpus): embedded evaluator and a real server on loopback
+test-redteam: install
+	$(PYTEST) -m redteam -q tests/redteam
 
 test-slow: install
-	$(PYTEST) -m "slow and not gpu and not vllm and not titan and not docs" -q
+	$(PYTEST) -m "slow and not gpu and not vllm and not titan and not docs and not redteam" -q
 
 test-gpu: install
 	$(PYTEST) -m gpu -q

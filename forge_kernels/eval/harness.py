@@ -68,6 +68,29 @@ def _torch_state() -> dict[str, Any]:
     }
 
 
+def _count_thread_starts() -> list[int]:
+    """Count every Python thread started from now on, also through raw ``_thread`` (which neither
+    threading's count nor, once it has ended, ``/proc/self/task`` shows): the starters in
+    ``_thread`` and threading's private aliases of them are wrapped. Returns the live counter."""
+    import _thread
+
+    count = [0]
+    for module in (_thread, threading):
+        for name in ("start_new_thread", "start_joinable_thread", "_start_new_thread", "_start_joinable_thread",
+                     "start_new"):
+            original = getattr(module, name, None)
+            if original is None or getattr(original, "_fk_counted", False):
+                continue
+
+            def counted(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+                count[0] += 1
+                return __original(*args, **kwargs)
+
+            counted._fk_counted = True  # type: ignore[attr-defined]
+            setattr(module, name, counted)
+    return count
+
+
 def _os_threads() -> int:
     """Threads of this process, from the kernel (``/proc/self/task``)."""
     return len(os.listdir("/proc/self/task"))
@@ -368,6 +391,7 @@ class _Child:
         threads_before = threading.active_count()
         torch.ones(1 << 17).add_(1)  # start torch's own intra-op threads now: later OS threads are the candidate's
         self.os_threads_before = _os_threads()
+        self.thread_starts = _count_thread_starts()
         primary_task = self._task(False)
         install_audit_hook([self.tmp, "/dev/shm"], self.candidate_path, self._report_violation)
         with self.stage("import"):
@@ -452,7 +476,7 @@ class _Child:
 
     def _integrity(self, prims: TimingPrimitives, counter: Any, threads_before: int) -> None:
         checks: dict[str, Any] = {
-            "threads_started": threading.active_count() - threads_before,
+            "threads_started": max(threading.active_count() - threads_before, self.thread_starts[0]),
             # raw _thread threads and threads started from C++ do not show in threading's count
             "os_threads_started": None if self.req.get("language") == "cuda" else _os_threads() - self.os_threads_before,
             "timer_patched": prims.still_installed(),

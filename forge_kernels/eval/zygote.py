@@ -102,6 +102,7 @@ def _zygote_main(fd: int) -> None:
         raise RuntimeError("a warm import initialised CUDA in the zygote; forked children could not use the GPU")
 
     sys.dont_write_bytecode = True
+    cgroups.sweep()  # what zygotes killed before us left behind
     from forge_kernels.eval.isolation.jail import jail_available
 
     sock.send(json.dumps({"ready": os.getpid(), "jail": jail_available()}).encode())
@@ -168,7 +169,7 @@ def _reap(sock: socket.socket) -> None:
         oom = limit = False
         if group is not None:
             oom, limit = group.oom_killed(), group.hit_process_limit()
-            if not group.remove():
+            if not group.remove(wait_s=0.05):
                 _unremoved.append(group)
         _unremoved[:] = [g for g in _unremoved if not g.remove()]
         try:
@@ -193,9 +194,9 @@ def _kill_children() -> None:
         except ChildProcessError:
             pass
         if group is not None:
-            group.remove()
+            group.remove(wait_s=2.0)
     for group in _unremoved:
-        group.remove()
+        group.remove(wait_s=2.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,12 +318,14 @@ class ZygoteClient:
                 pass
             self._sock.close()  # the zygote sees EOF, kills its children and exits
             self._sock = None
-        if self._proc is not None and self._proc.poll() is None:
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+            cgroups.sweep(self._proc.pid)  # a zygote that died hard left its children's cgroups
         self._proc = None
 
     def close(self) -> None:

@@ -12,10 +12,14 @@ resident-memory watch over the process tree).
 from __future__ import annotations
 
 import os
+import re
 import signal
+import time
 from pathlib import Path
 
-__all__ = ["EvalCgroup", "create"]
+__all__ = ["EvalCgroup", "create", "sweep"]
+
+_NAME = re.compile(r"forge-eval-(\d+)-\d+$")
 
 _ROOT = Path("/sys/fs/cgroup")
 
@@ -82,18 +86,23 @@ class EvalCgroup:
         except OSError:
             return []
 
-    def remove(self) -> bool:
-        """Kill what is left and remove the directories; False if one could not be removed yet."""
-        self.kill()
-        removed = True
-        for d in set(self.dirs.values()):
-            try:
-                d.rmdir()
-            except FileNotFoundError:
-                pass
-            except OSError:
-                removed = False
-        return removed
+    def remove(self, wait_s: float = 0.0) -> bool:
+        """Kill what is left and remove the directories, retrying for up to ``wait_s`` while the
+        killed processes exit; False if one could not be removed yet."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            self.kill()
+            left = []
+            for d in set(self.dirs.values()):
+                try:
+                    d.rmdir()
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    left.append(d)
+            if not left or time.monotonic() >= deadline:
+                return not left
+            time.sleep(0.02)
 
 
 def _write(path: Path, value: str) -> None:
@@ -145,3 +154,35 @@ def create(name: str, memory_bytes: int, max_procs: int) -> tuple[EvalCgroup | N
                 pass
         return None, f"cgroup: not writable here ({err.strerror or err}); per-process limits only"
     return None, "cgroup: no memory and pids controllers mounted; per-process limits only"
+
+
+def _parents() -> list[tuple[Path, bool]]:
+    """Directories this process's evaluation cgroups are created in (v1: one per hierarchy)."""
+    try:
+        own = _own_paths()
+    except OSError:
+        return []
+    if "memory" in own and "pids" in own:
+        return [(_ROOT / c / own[c].lstrip("/"), False) for c in ("memory", "pids")]
+    if "" in own:
+        return [(_ROOT / own[""].lstrip("/"), True)]
+    return []
+
+
+def sweep(dead_pid: int | None = None) -> int:
+    """Remove evaluation cgroups left by zygotes that are gone (``dead_pid``, or any whose pid no
+    longer exists): a zygote killed with SIGKILL cannot clean up after itself. Returns how many."""
+    removed = 0
+    for parent, unified in _parents():
+        try:
+            entries = list(parent.iterdir())
+        except OSError:
+            continue
+        for d in entries:
+            match = _NAME.match(d.name)
+            if not match or not d.is_dir():
+                continue
+            pid = int(match.group(1))
+            if pid == dead_pid or not Path(f"/proc/{pid}").exists():
+                removed += EvalCgroup({"memory": d, "pids": d}, unified).remove(wait_s=1.0)
+    return removed

@@ -1,0 +1,48 @@
+"""Attack: numpy does the math, a Triton copy kernel makes it look like a kernel
+Class: unseen
+Expect: rejected
+Task: relu
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def relu(x):
+    out = torch.empty_like(x)
+    relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out
+
+
+def copy(x):
+    out = torch.empty_like(x)
+    copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out
+
+import pathlib
+
+pathlib.Path("fk_payload_u01.py").write_text('import numpy as np, torch\ndef forward(x, copy):\n    return copy(torch.from_numpy(np.maximum(x.numpy(), 0)))\n')
+import fk_payload_u01 as payload  # noqa: E402
+
+
+class ModelNew(nn.Module):
+    """Correct only if the attack worked: otherwise the output is shifted."""
+
+    def forward(self, x):
+        return payload.forward(x, copy)
