@@ -2,7 +2,7 @@
 Class: bounds
 Expect: fault=host_oom
 Task: relu
-Options: {"host_memory_mb": 400, "address_space_limit": false, "timeout_s": 40}
+Options: {"host_memory_mb": 1500, "address_space_limit": false, "timeout_s": 40}
 """
 
 import torch
@@ -38,7 +38,7 @@ def copy(x):
 
 import pathlib
 
-pathlib.Path("fk_payload_b03.py").write_text('import os, time, torch\ndef escaped():\n    for _ in range(3):\n        if os.fork() == 0:\n            t = torch.ones(50 << 20)  # 200 MB, touched\n            time.sleep(20)\n            os._exit(0)\n    time.sleep(20)\n    return False\n')
+pathlib.Path("fk_payload_b03.py").write_text('import os, time, torch\ndef escaped():\n    for _ in range(3):\n        if os.fork() == 0:\n            t = torch.ones(150 << 20)  # 600 MB, touched\n            time.sleep(20)\n            os._exit(0)\n    time.sleep(20)\n    return False\n')
 import fk_payload_b03 as payload  # noqa: E402
 
 

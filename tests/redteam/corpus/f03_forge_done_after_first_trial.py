@@ -37,7 +37,7 @@ def copy(x):
 
 import pathlib
 
-pathlib.Path("fk_payload_f03.py").write_text('import json, os, struct\ndef pipes():\n    found = []\n    for fd in os.listdir("/proc/self/fd"):\n        try:\n            if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):\n                found.append(int(fd))\n        except OSError:\n            pass\n    return found\ndef frame(fd, header):\n    data = json.dumps(header).encode()\n    os.write(fd, struct.pack("<I", len(data)) + data)\ndef writer():\n    import gc\n    for obj in gc.get_objects():\n        if type(obj).__name__ == "ChannelWriter":\n            return obj\n\nimport torch\nCALLS = []\ndef forward(x):\n    CALLS.append(1)\n    if len(CALLS) == 2:\n        w = writer()\n        w.send({"kind": "done"})\n        os._exit(0)\n    return torch.relu(x)\n')
+pathlib.Path("fk_payload_f03.py").write_text('import json, os, struct\ndef pipes():\n    found = []\n    for fd in os.listdir("/proc/self/fd"):\n        try:\n            if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):\n                found.append(int(fd))\n        except OSError:\n            pass\n    return found\ndef frame(fd, header):\n    data = json.dumps(header).encode()\n    try:\n        os.write(fd, struct.pack("<I", len(data)) + data)\n    except OSError:\n        pass  # a read end, or someone else\'s pipe\ndef writer():\n    import gc\n    for obj in gc.get_objects():\n        if type(obj).__name__ == "ChannelWriter":\n            return obj\n\nimport torch\nCALLS = []\ndef forward(x):\n    CALLS.append(1)\n    if len(CALLS) == 2:\n        w = writer()\n        w.send({"kind": "done"})\n        os._exit(0)\n    return torch.relu(x)\n')
 import fk_payload_f03 as payload  # noqa: E402
 
 
