@@ -73,7 +73,7 @@ def main() -> None:
             phases.append(r.phase_seconds)
         fresh_s = []
         static = analyze_source(RELU_KERNEL)
-        reference, _ = ev._reference(RELU_TASK, options, device)
+        reference, _ = ev.reference(RELU_TASK, options, device)
         assert reference is not None
         for _ in range(args.evals):  # the same request, jail included, in a fresh interpreter
             request = ev._request(RELU_TASK, options, device, "candidate", None)

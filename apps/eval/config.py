@@ -10,7 +10,7 @@ from actors.generator import Generator
 from forge_kernels.config import StrictModel
 from forge_kernels.env.base import EnvSpec
 from forge_kernels.env.multiturn import TurnsConfig
-from forge_kernels.eval.report import DEFAULT_FAST_P
+from apps.eval.report import DEFAULT_FAST_P
 from forge_kernels.models.tiny import TinyModelConfig
 
 __all__ = ["ContextSection", "EvalAppConfig", "OutputSection", "PolicySection"]

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from forge_kernels.eval.report import MetricsSummary, SampleRecord, select_turn, summarize
+from apps.eval.report import MetricsSummary, SampleRecord, select_turn, summarize
 
 from apps.eval.config import EvalAppConfig
 from apps.eval.rollout import EvalRun

@@ -20,7 +20,7 @@ from typing import Any
 from forge_kernels.env.base import Outcome
 from forge_kernels.env.multiturn import Continuation, EnvTurnFeedback, full_context, run_episodes
 from forge_kernels.env.stts import STTSContext
-from forge_kernels.eval.report import NO_CODE, SampleRecord
+from apps.eval.report import NO_CODE, SampleRecord
 from forge_kernels.types import Completion, Episode, Turn
 
 from apps.eval.config import EvalAppConfig

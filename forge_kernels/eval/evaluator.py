@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from forge_kernels.eval.cuda_build import default_build_root
+from forge_kernels.eval.cuda.build import default_build_root
+from forge_kernels.eval.deadlines import eval_deadlines
 from forge_kernels.eval.faults import FaultClass
 from forge_kernels.eval.isolation.jail import SANDBOX_ENV_KEYS, JailError
 from forge_kernels.eval.policy import StaticReport, analyze_source
@@ -142,12 +143,14 @@ class Evaluator:
         try:
             result = self._evaluate(task, code, options, device)
         except Exception as err:  # an evaluator bug: never blamed on the candidate
-            result = self._result(task, device, options, fault=FaultClass.INTERNAL_ERROR,
+            result = self.result(task, device, options, fault=FaultClass.INTERNAL_ERROR,
                                   error=f"evaluator error: {type(err).__name__}: {err}")
         result.wall_time_s = time.monotonic() - start
         return result
 
-    def _result(self, task: Task, device_kind: str, options: EvalOptions, **fields: Any) -> EvalResult:
+    # -- the language plug-in API (``forge_kernels.eval.cuda.evaluate`` uses it) -------------------
+    def result(self, task: Task, device_kind: str, options: EvalOptions, **fields: Any) -> EvalResult:
+        """An :class:`EvalResult` for ``task`` with the device's notes and trimmed error text."""
         fields.setdefault("compiled", False)
         fields.setdefault("correct", False)
         if fields.get("error"):
@@ -163,25 +166,25 @@ class Evaluator:
 
     def _evaluate(self, task: Task, code: str, options: EvalOptions, device: str) -> EvalResult:
         if options.language == "cuda":
-            from forge_kernels.eval.cuda_eval import evaluate_cuda
+            from forge_kernels.eval.cuda.evaluate import evaluate_cuda
 
             return evaluate_cuda(self, task, code, options, device)
         static = analyze_source(code)
         if static.syntax_error:
-            return self._result(task, device, options, fault=FaultClass.SYNTAX_ERROR, error=static.syntax_error)
+            return self.result(task, device, options, fault=FaultClass.SYNTAX_ERROR, error=static.syntax_error)
         if static.sandbox:
-            return self._result(task, device, options, fault=FaultClass.SANDBOX_VIOLATION,
+            return self.result(task, device, options, fault=FaultClass.SANDBOX_VIOLATION,
                                 error="forbidden in candidate code: " + "; ".join(static.sandbox))
         if static.foreign_kernels:
-            return self._result(task, device, options, fault=FaultClass.FORBIDDEN_OP,
+            return self.result(task, device, options, fault=FaultClass.FORBIDDEN_OP,
                                 error="; ".join(static.foreign_kernels))
-        reference, error = self._reference(task, options, device)
+        reference, error = self.reference(task, options, device)
         if reference is None:
-            return self._result(task, device, options, fault=FaultClass.INTERNAL_ERROR, error=error)
-        report = self._run_candidate(task, code, options, device, static, reference)
-        return self._judged(task, options, device, static, reference, report)
+            return self.result(task, device, options, fault=FaultClass.INTERNAL_ERROR, error=error)
+        report = self.run_candidate(task, code, options, device, static, reference)
+        return self.judge(task, options, device, static, reference, report)
 
-    def _judged(self, task: Task, options: EvalOptions, device: str, static: StaticReport, reference: ReferenceData,
+    def judge(self, task: Task, options: EvalOptions, device: str, static: StaticReport, reference: ReferenceData,
                 report: ChildReport) -> EvalResult:
         """The result of a candidate run: the verdict on the child's report against the reference.
         An ``internal_error`` stays one only if a known-good probe fails the same way: a candidate
@@ -202,7 +205,7 @@ class Evaluator:
         timing_note = None
         if device == "cuda" and options.timing and not timing_available:
             timing_note = "no timing: the candidate did not complete the correctness stage"
-        return self._result(
+        return self.result(
             task, device, options,
             compiled=verdict.compiled, correct=correct, fault=verdict.fault, error=verdict.error,
             trials=verdict.trials, hacks=findings, timing_available=timing_available,
@@ -228,7 +231,7 @@ class Evaluator:
         probe_options = options.model_copy(update={"torch_ops": "allow", "reject_hacks": []})
         probe = task.source + "\n\nclass ModelNew(Model):\n    pass\n"
         try:
-            report = self._run_candidate(task, probe, probe_options, device, StaticReport(), reference)
+            report = self.run_candidate(task, probe, probe_options, device, StaticReport(), reference)
             verdict, _ = judge_candidate(report, reference, StaticReport(), probe_options, device)
             works = verdict.fault is not FaultClass.INTERNAL_ERROR
         except Exception:  # noqa: BLE001 - the evaluator itself is broken for this task
@@ -276,7 +279,9 @@ class Evaluator:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _reference(self, task: Task, options: EvalOptions, device: str) -> tuple[ReferenceData | None, str | None]:
+    def reference(self, task: Task, options: EvalOptions, device: str) -> tuple[ReferenceData | None, str | None]:
+        """The reference's outputs (and timings), from a jailed child that never sees candidate code;
+        cached per task, options and shapes. ``(None, why)`` when the reference itself failed."""
         with self._host_tmp(options, "fk-ref-") as tmp:
             request = self._request(task, options, device, "reference", tmp)
             key_fields = {k: v for k, v in request.items() if k not in ("tmp_dir", "timing_lock")}
@@ -285,7 +290,7 @@ class Evaluator:
                 if key in self._references:
                     self._references.move_to_end(key)
                     return self._references[key], None
-            report = self._run(request, options, device, max(options.timeout_s, 120.0))
+            report = self._run(request, options, device, eval_deadlines(options).reference_s)
         reference, error = reference_from_report(report)
         if reference is not None:
             with self._lock:
@@ -294,7 +299,7 @@ class Evaluator:
                     self._references.popitem(last=False)
         return reference, error
 
-    def _run_candidate(self, task: Task, code: str, options: EvalOptions, device: str, static: StaticReport,
+    def run_candidate(self, task: Task, code: str, options: EvalOptions, device: str, static: StaticReport,
                        reference: ReferenceData, extra: dict[str, Any] | None = None) -> ChildReport:
         """Run the candidate in a fresh child; ``extra`` adds request fields (e.g. CUDA libraries)."""
         with self._host_tmp(options, "fk-eval-") as tmp:
@@ -306,7 +311,7 @@ class Evaluator:
                 for (shapes, trial), outs in reference.outputs.items() if trial == 0
             }
             request.update(extra or {})
-            return self._run(request, options, device, options.timeout_s)
+            return self._run(request, options, device, eval_deadlines(options).candidate_s)
 
 
 def hack_summary(findings: list[HackFinding]) -> str:

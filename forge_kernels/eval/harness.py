@@ -381,7 +381,7 @@ class _Child:
         prims = TimingPrimitives.capture()
         cuda_candidate = self.req.get("language") == "cuda"
         if cuda_candidate:  # CUDA C++ via load_inline: prebuilt libraries, launches seen by the profiler
-            from forge_kernels.eval.cuda_child import ProfilerLaunchCounter, install_prebuilt_loader
+            from forge_kernels.eval.cuda.child import ProfilerLaunchCounter, install_prebuilt_loader
 
             install_prebuilt_loader(self.req["cuda_libraries"])
             counter: Any = ProfilerLaunchCounter(self.req["cuda_kernels"])

@@ -18,9 +18,9 @@ import torch
 
 from forge_kernels.env.feedback import format_feedback
 from forge_kernels.eval import EvalOptions, Evaluator, FaultClass
-from forge_kernels.eval.cuda_build import build_extension, toolchain, trim_compiler_output
-from forge_kernels.eval.cuda_child import install_prebuilt_loader
-from forge_kernels.eval.cuda_source import extension_specs
+from forge_kernels.eval.cuda.build import build_extension, toolchain, trim_compiler_output
+from forge_kernels.eval.cuda.child import install_prebuilt_loader
+from forge_kernels.eval.cuda.source import extension_specs
 
 pytestmark = pytest.mark.skipif(toolchain().nvcc is None, reason="needs nvcc (CUDA toolkit)")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from forge_kernels.eval.cuda_policy import analyze_cuda_source, cuda_kernel_names
-from forge_kernels.eval.cuda_source import ExtensionSpec, SpecError, extension_specs
+from forge_kernels.eval.cuda.policy import analyze_cuda_source, cuda_kernel_names
+from forge_kernels.eval.cuda.source import ExtensionSpec, SpecError, extension_specs
 from forge_kernels.eval.profiling import is_candidate_kernel, profiling_ratio
 
 

@@ -12,7 +12,7 @@ import pytest
 from apps.eval.config import EvalAppConfig
 from apps.eval.main import main, run
 from forge_kernels.config import ConfigError, run_app
-from forge_kernels.eval.report import MetricsSummary
+from apps.eval.report import MetricsSummary
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "eval_tiny.yaml"
 

@@ -12,7 +12,7 @@ import torch
 from apps.eval.config import EvalAppConfig
 from apps.eval.main import run
 from forge_kernels.config import load_config
-from forge_kernels.eval.report import MetricsSummary
+from apps.eval.report import MetricsSummary
 
 GPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "eval_gpu.yaml"
 

@@ -8,7 +8,7 @@ import pytest
 from apps.eval.rollout import record_from_turn
 from forge_kernels.env.triton import kernel_info
 from forge_kernels.eval import EvalResult, FaultClass
-from forge_kernels.eval.report import summarize
+from apps.eval.report import summarize
 from forge_kernels.types import Completion, Turn
 
 

@@ -1,4 +1,4 @@
-"""forge_kernels.eval.report against hand-worked cases: pass@k, fast_p, geomeans, turn selection."""
+"""apps.eval.report against hand-worked cases: pass@k, fast_p, geomeans, turn selection."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from itertools import combinations
 
 import pytest
 
-from forge_kernels.eval.report import (
+from apps.eval.report import (
     SampleRecord,
     better,
     fast_p,

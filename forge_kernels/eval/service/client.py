@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from forge_kernels.eval.deadlines import CLIENT_TIMEOUT_S
 from forge_kernels.eval.results import EvalOptions, EvalResult
 from forge_kernels.eval.service.errors import EvalRequestError, EvalServiceUnavailable
 from forge_kernels.eval.service.models import EvalResponse, new_request_id
@@ -50,7 +51,7 @@ class _Server:
 class EvalClient:
     """Client-side load balancer and retrying caller of eval servers (see the module docstring)."""
 
-    def __init__(self, urls: str | Sequence[str], *, token: str | None = None, timeout_s: float = 900.0,
+    def __init__(self, urls: str | Sequence[str], *, token: str | None = None, timeout_s: float = CLIENT_TIMEOUT_S,
                  connect_timeout_s: float = 5.0, max_retries: int = 5, backoff_s: float = 0.2,
                  max_backoff_s: float = 5.0, down_for_s: float = 2.0, max_connections: int = 64,
                  batch_chunk: int = 64) -> None:

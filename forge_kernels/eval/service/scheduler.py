@@ -20,6 +20,7 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+from forge_kernels.eval.deadlines import eval_deadlines
 from forge_kernels.eval.faults import FaultClass
 from forge_kernels.eval.results import EvalOptions, EvalResult
 from forge_kernels.eval.service.errors import InvalidRequest, QueueFull, RequestConflict
@@ -30,7 +31,6 @@ from forge_kernels.tasks.task import Task
 
 __all__ = ["Scheduler", "cache_key"]
 
-_DEFAULT_DEADLINE_SLACK_S = 240.0  # reference run and a zygote (re)start on top of options.timeout_s
 
 
 def cache_key(task: Task, code: str, options: EvalOptions) -> str:
@@ -195,7 +195,7 @@ class Scheduler:
         item.attempts += 1
         item.started_at = item.started_at or time.monotonic()
         item.worker = worker.id
-        deadline = self.config.eval_deadline_s or item.options.timeout_s + _DEFAULT_DEADLINE_SLACK_S
+        deadline = eval_deadlines(item.options, self.config.eval_deadline_s).service_s
         worker.in_flight += 1
         started = time.monotonic()
         try:

@@ -18,7 +18,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from forge_kernels.eval.cuda_source import ExtensionSpec, SpecError
+from forge_kernels.eval.cuda.source import ExtensionSpec, SpecError
 from forge_kernels.eval.profiling import is_candidate_kernel
 
 __all__ = ["ProfilerLaunchCounter", "install_prebuilt_loader"]

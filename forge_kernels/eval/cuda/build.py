@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from forge_kernels.eval.cuda_source import ExtensionSpec
+from forge_kernels.eval.cuda.source import ExtensionSpec
 
 __all__ = ["BuildResult", "Toolchain", "build_extension", "default_build_root", "trim_compiler_output", "toolchain"]
 

@@ -1,7 +1,7 @@
 """Evaluation of CUDA candidates (``EvalOptions.language == "cuda"``), called by the Evaluator.
 
-1. Static checks (:mod:`cuda_policy`): Python and C++ sources, the ``load_inline`` calls resolved.
-2. Build every extension (:mod:`cuda_build`) in the evaluator's process: cached per spec hash,
+1. Static checks (:mod:`.policy`): Python and C++ sources, the ``load_inline`` calls resolved.
+2. Build every extension (:mod:`.build`) in the evaluator's process: cached per spec hash,
    bounded by ``compile_timeout_s``; compiler diagnostics become ``cuda_compile_error`` feedback.
 3. On a CPU machine that is all: the result says the candidate compiled and that correctness and
    timing are unavailable (torch without CUDA cannot load the extension), with the static hack
@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from forge_kernels.eval.cuda_build import BuildResult, build_extension
-from forge_kernels.eval.cuda_policy import analyze_cuda_source
-from forge_kernels.eval.cuda_source import ExtensionSpec
+from forge_kernels.eval.cuda.build import BuildResult, build_extension
+from forge_kernels.eval.cuda.policy import analyze_cuda_source
+from forge_kernels.eval.cuda.source import ExtensionSpec
 from forge_kernels.eval.faults import FaultClass
 from forge_kernels.eval.results import EvalOptions, EvalResult
 from forge_kernels.eval.verdict import judge_static
@@ -51,19 +51,19 @@ def evaluate_cuda(ev: "Evaluator", task: Task, code: str, options: EvalOptions, 
     static = analyze_cuda_source(code)
     py = static.python
     if py.syntax_error:
-        return ev._result(task, device, options, fault=FaultClass.SYNTAX_ERROR, error=py.syntax_error, **base)
+        return ev.result(task, device, options, fault=FaultClass.SYNTAX_ERROR, error=py.syntax_error, **base)
     if py.sandbox or static.cpp_sandbox:
-        return ev._result(task, device, options, fault=FaultClass.SANDBOX_VIOLATION,
+        return ev.result(task, device, options, fault=FaultClass.SANDBOX_VIOLATION,
                           error="forbidden in candidate code: " + "; ".join(py.sandbox + static.cpp_sandbox), **base)
     if py.foreign_kernels:
-        return ev._result(task, device, options, fault=FaultClass.FORBIDDEN_OP, error="; ".join(py.foreign_kernels),
+        return ev.result(task, device, options, fault=FaultClass.FORBIDDEN_OP, error="; ".join(py.foreign_kernels),
                           **base)
     if static.spec_error:
-        return ev._result(task, device, options, fault=FaultClass.CUDA_COMPILE_ERROR,
+        return ev.result(task, device, options, fault=FaultClass.CUDA_COMPILE_ERROR,
                           error=f"cannot build the extension: {static.spec_error}", **base)
     torch_ops = py.torch_ops + static.cpp_torch_ops
     if torch_ops and options.torch_ops == "forbid":  # visible in the text: no need to compile first
-        return ev._result(task, device, options, fault=FaultClass.FORBIDDEN_OP,
+        return ev.result(task, device, options, fault=FaultClass.FORBIDDEN_OP,
                           error=f"torch compute ops outside CUDA kernels: {'; '.join(torch_ops)}", **base)
     start = time.monotonic()
     libraries: dict[str, str] = {}
@@ -71,7 +71,7 @@ def evaluate_cuda(ev: "Evaluator", task: Task, code: str, options: EvalOptions, 
         build = build_extension(spec, ev.cuda_build_dir, options.compile_timeout_s)
         if not build.ok:
             fault, error = _build_failure(spec, build)
-            return ev._result(task, device, options, fault=fault, error=error,
+            return ev.result(task, device, options, fault=fault, error=error,
                               phase_seconds={"cuda_build": round(time.monotonic() - start, 4)}, **base)
         assert build.library is not None
         libraries[spec.key()] = build.library
@@ -79,15 +79,15 @@ def evaluate_cuda(ev: "Evaluator", task: Task, code: str, options: EvalOptions, 
     verdict_static = static.for_verdict()
     if cpu:
         verdict, findings = judge_static(verdict_static, options)
-        return ev._result(task, device, options, compiled=True, fault=verdict.fault, error=verdict.error,
+        return ev.result(task, device, options, compiled=True, fault=verdict.fault, error=verdict.error,
                           hacks=findings, phase_seconds=phases,
                           correctness_note=CPU_CORRECTNESS_NOTE if verdict.fault is FaultClass.NONE else None,
                           **base)
-    reference, error = ev._reference(task, options, device)
+    reference, error = ev.reference(task, options, device)
     if reference is None:
-        return ev._result(task, device, options, fault=FaultClass.INTERNAL_ERROR, error=error)
-    report = ev._run_candidate(task, code, options, device, verdict_static, reference, extra={
+        return ev.result(task, device, options, fault=FaultClass.INTERNAL_ERROR, error=error)
+    report = ev.run_candidate(task, code, options, device, verdict_static, reference, extra={
         "language": "cuda", "cuda_libraries": libraries, "cuda_kernels": static.kernels})
-    result = ev._judged(task, options, device, verdict_static, reference, report)
+    result = ev.judge(task, options, device, verdict_static, reference, report)
     result.phase_seconds = {**phases, **result.phase_seconds}
     return result
