@@ -11,6 +11,7 @@ reference outputs are cached after the first call, as in training), the fresh pa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -76,10 +77,11 @@ def main() -> None:
         reference, _ = ev.reference(RELU_TASK, options, device)
         assert reference is not None
         for _ in range(args.evals):  # the same request, jail included, in a fresh interpreter
-            request = ev._request(RELU_TASK, options, device, "candidate", None)
-            request.update(candidate_source=RELU_KERNEL, kernels={k: list(v) for k, v in static.kernels.items()},
-                           expected={s: [[o.meta["dtype"], o.meta["shape"]] for o in outs]
-                                     for (s, t), outs in reference.outputs.items() if t == 0})
+            request = dataclasses.replace(
+                ev.child_request(RELU_TASK, options, device, "candidate"), candidate_source=RELU_KERNEL,
+                kernels={k: list(v) for k, v in static.kernels.items()},
+                expected={s: [[o.meta["dtype"], o.meta["shape"]] for o in outs]
+                          for (s, t), outs in reference.outputs.items() if t == 0})
             t0 = time.monotonic()
             report = run_fresh_process(request, ev._zygote_env(device), options.timeout_s)
             fresh_s.append(time.monotonic() - t0)

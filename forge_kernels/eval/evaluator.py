@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ from forge_kernels.eval.deadlines import eval_deadlines
 from forge_kernels.eval.faults import FaultClass
 from forge_kernels.eval.isolation.jail import SANDBOX_ENV_KEYS, JailError
 from forge_kernels.eval.policy import StaticReport, analyze_source
+from forge_kernels.eval.request import ChildRequest
 from forge_kernels.eval.results import EvalOptions, EvalResult, HackFinding, loosened_for
 from forge_kernels.eval.runner import ChildReport, run_request
 from forge_kernels.eval.verdict import ReferenceData, Verdict, judge_candidate, reference_from_report, trim_text
@@ -241,22 +243,24 @@ class Evaluator:
         return works
 
     # -- children ---------------------------------------------------------------------------------
-    def _request(self, task: Task, options: EvalOptions, device: str, role: str, tmp: str | None) -> dict[str, Any]:
+    def child_request(self, task: Task, options: EvalOptions, device: str, role: str,
+                      tmp: str | None = None) -> ChildRequest:
+        """The request of one child for ``task`` under ``options`` (``tmp``: a host temp dir,
+        only without the jail)."""
         device_class = "cpu" if device == "cpu" else "gpu"
         alt = task.shape_overrides(device_class, alternate=True) if task.alt_shapes.get(device_class) else None
-        return {
-            "role": role, "device": device, "device_index": options.device_index, "tmp_dir": tmp,
-            "task_source": task.source, "overrides": task.shape_overrides(device_class),
-            "alt_overrides": alt, "seed": options.seed, "trials": options.trials,
-            "alt_trials": options.alt_shape_trials, "host_memory_mb": options.host_memory_mb,
-            "address_space_limit": options.address_space_limit, "isolation": options.isolation,
-            "max_processes": options.max_processes, "tmp_size_mb": options.tmp_size_mb,
-            "timing": options.timing and device == "cuda",
-            "warmup": options.warmup, "repeats": options.repeats, "compile_baseline": options.compile_baseline,
-            "profile": options.profile and device == "cuda", "timing_lock": self.timing_lock,
-        }
+        return ChildRequest(
+            role=role, device=device, device_index=options.device_index, tmp_dir=tmp,  # type: ignore[arg-type]
+            task_source=task.source, overrides=task.shape_overrides(device_class), alt_overrides=alt,
+            seed=options.seed, trials=options.trials, alt_trials=options.alt_shape_trials,
+            host_memory_mb=options.host_memory_mb, address_space_limit=options.address_space_limit,
+            isolation=options.isolation, max_processes=options.max_processes, tmp_size_mb=options.tmp_size_mb,
+            timing=options.timing and device == "cuda", warmup=options.warmup, repeats=options.repeats,
+            compile_baseline=options.compile_baseline, profile=options.profile and device == "cuda",
+            timing_lock=self.timing_lock,
+        )
 
-    def _run(self, request: dict[str, Any], options: EvalOptions, device: str, timeout_s: float) -> ChildReport:
+    def _run(self, request: ChildRequest, options: EvalOptions, device: str, timeout_s: float) -> ChildReport:
         """Run a request; if the zygote dies under it, restart the zygote and try once more."""
         for attempt in (1, 2):
             zygote = self._checked_zygote(device, options)
@@ -283,9 +287,8 @@ class Evaluator:
         """The reference's outputs (and timings), from a jailed child that never sees candidate code;
         cached per task, options and shapes. ``(None, why)`` when the reference itself failed."""
         with self._host_tmp(options, "fk-ref-") as tmp:
-            request = self._request(task, options, device, "reference", tmp)
-            key_fields = {k: v for k, v in request.items() if k not in ("tmp_dir", "timing_lock")}
-            key = hashlib.sha256(json.dumps(key_fields, sort_keys=True, default=str).encode()).hexdigest()
+            request = self.child_request(task, options, device, "reference", tmp)
+            key = hashlib.sha256(json.dumps(request.cache_key_fields(), sort_keys=True, default=str).encode()).hexdigest()
             with self._lock:
                 if key in self._references:
                     self._references.move_to_end(key)
@@ -303,14 +306,12 @@ class Evaluator:
                        reference: ReferenceData, extra: dict[str, Any] | None = None) -> ChildReport:
         """Run the candidate in a fresh child; ``extra`` adds request fields (e.g. CUDA libraries)."""
         with self._host_tmp(options, "fk-eval-") as tmp:
-            request = self._request(task, options, device, "candidate", tmp)
-            request["candidate_source"] = code
-            request["kernels"] = {k: list(v) for k, v in static.kernels.items()}
-            request["expected"] = {
-                shapes: [[o.meta["dtype"], o.meta["shape"]] for o in outs]
-                for (shapes, trial), outs in reference.outputs.items() if trial == 0
-            }
-            request.update(extra or {})
+            request = dataclasses.replace(
+                self.child_request(task, options, device, "candidate", tmp), candidate_source=code,
+                kernels={k: list(v) for k, v in static.kernels.items()},
+                expected={shapes: [[o.meta["dtype"], o.meta["shape"]] for o in outs]
+                          for (shapes, trial), outs in reference.outputs.items() if trial == 0},
+                **(extra or {}))
             return self._run(request, options, device, eval_deadlines(options).candidate_s)
 
 

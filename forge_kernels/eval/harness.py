@@ -28,6 +28,7 @@ import torch
 from forge_kernels.eval.channel import DTYPES, ChannelWriter
 from forge_kernels.tasks.source_check import apply_shape_overrides
 from forge_kernels.eval.launches import AtenAudit, LaunchCounter
+from forge_kernels.eval.request import ChildRequest
 from forge_kernels.eval.isolation.audit import apply_limits, install_audit_hook
 from forge_kernels.eval.isolation.cgroups import EvalCgroup
 from forge_kernels.eval.isolation.jail import enter_jail, jail_spec
@@ -110,18 +111,20 @@ class _Abort(Exception):
     """Stop the child after an error frame was sent."""
 
 
-def run_child(request: dict[str, Any], fd: int, cgroup: EvalCgroup | None = None) -> None:
-    """Entry point in the forked child; never returns (exits the process)."""
+def run_child(wire: dict[str, Any], fd: int, cgroup: EvalCgroup | None = None) -> None:
+    """Entry point in the forked child (``wire``: a :class:`ChildRequest` as JSON); never returns."""
     out = ChannelWriter(fd)
     code = 0
+    request = None
     try:
+        request = ChildRequest.from_wire(wire)
         _Child(request, out, cgroup).run()
         out.send({"kind": "done"})
         os.close(fd)  # EOF now: the evaluator need not wait for the (slow, on a GPU) process teardown
     except _Abort:
         pass
     except BaseException as err:  # a harness bug: reported as internal, never blamed on the candidate
-        _send_error(out, "harness", err, request.get("candidate_path", ""), {})
+        _send_error(out, "harness", err, request.candidate_path if request else "", {})
         code = 3
     finally:
         os._exit(code)
@@ -158,15 +161,15 @@ def _load_task(source: str, name: str, overrides: dict[str, Any]) -> types.Modul
 
 
 class _Child:
-    def __init__(self, request: dict[str, Any], out: ChannelWriter, cgroup: EvalCgroup | None = None) -> None:
+    def __init__(self, request: ChildRequest, out: ChannelWriter, cgroup: EvalCgroup | None = None) -> None:
         self.req = request
         self.out = out
         self.cgroup = cgroup
-        self.role: str = request["role"]
+        self.role: str = request.role
         self.device = torch.device("cpu")
-        self.kernels: dict[str, list[int]] = request.get("kernels", {})
-        self.candidate_path: str = request.get("candidate_path", "")
-        self.expected: dict[str, list[list[Any]]] = request.get("expected", {})
+        self.kernels = request.kernels
+        self.candidate_path = request.candidate_path
+        self.expected = request.expected
         self.timing_lock_fd: int | None = None
 
     # -- plumbing --------------------------------------------------------------------------------
@@ -201,19 +204,19 @@ class _Child:
         self.out.send({"kind": "phase", "name": name, "t": time.monotonic()})
 
     def setup(self) -> None:
-        cuda = self.req["device"] == "cuda"
-        if cuda and self.req.get("timing_lock"):  # opened before the jail hides the file
-            self.timing_lock_fd = os.open(self.req["timing_lock"], os.O_RDONLY)
-        if self.req["isolation"] == "os":
-            libraries = list(self.req.get("cuda_libraries", {}).values())
-            spec = jail_spec(self.req["device"], extra_read_only=[os.path.dirname(p) for p in libraries],
-                             tmp_mb=self.req["tmp_size_mb"], max_procs=self.req["max_processes"])
-            for note in enter_jail(spec, self.cgroup) + [self.req.get("cgroup_note", "")]:
+        cuda = self.req.device == "cuda"
+        if cuda and self.req.timing_lock:  # opened before the jail hides the file
+            self.timing_lock_fd = os.open(self.req.timing_lock, os.O_RDONLY)
+        if self.req.isolation == "os":
+            libraries = list(self.req.cuda_libraries.values())
+            spec = jail_spec(self.req.device, extra_read_only=[os.path.dirname(p) for p in libraries],
+                             tmp_mb=self.req.tmp_size_mb, max_procs=self.req.max_processes)
+            for note in enter_jail(spec, self.cgroup) + [self.req.cgroup_note]:
                 if note:
                     self.note(note)
             tmp = "/tmp"
         else:
-            tmp = self.req["tmp_dir"]
+            tmp = self.req.tmp_dir
             self.note("isolation: audit hook only (not a security boundary)")
         os.chdir(tmp)
         os.environ["TMPDIR"] = tmp
@@ -221,13 +224,13 @@ class _Child:
         tempfile.tempdir = tmp  # the zygote cached gettempdir() as /tmp before the fork
         self.tmp = tmp
         if self.role == "candidate":
-            self.candidate_path = self.req["candidate_path"] = os.path.join(tmp, "candidate.py")
+            self.candidate_path = self.req.candidate_path = os.path.join(tmp, "candidate.py")
             with open(self.candidate_path, "w") as f:
-                f.write(self.req["candidate_source"])
-        apply_limits(self.req["host_memory_mb"], address_space=self.req["address_space_limit"] and not cuda)
+                f.write(self.req.candidate_source)
+        apply_limits(self.req.host_memory_mb, address_space=self.req.address_space_limit and not cuda)
         if cuda:
-            torch.cuda.set_device(self.req["device_index"])
-            self.device = torch.device("cuda", self.req["device_index"])
+            torch.cuda.set_device(self.req.device_index)
+            self.device = torch.device("cuda", self.req.device_index)
             self.out.send({"kind": "device", "name": torch.cuda.get_device_name(self.device)})
             # the driver's own default limit (nonzero on H100), read before candidate code runs
             self.l2_baseline = l2_persisting_limit()
@@ -296,7 +299,7 @@ class _Child:
         self.phase("setup")
         self._modules: dict[bool, types.ModuleType] = {}
         for alternate in (False, True):  # both shape sets, before any candidate code runs
-            if not alternate or self.req.get("alt_overrides") is not None:
+            if not alternate or self.req.alt_overrides is not None:
                 self._modules[alternate] = self._load(alternate)
         if self.role == "reference":
             self.run_reference()
@@ -304,20 +307,20 @@ class _Child:
             self.run_candidate()
 
     def _load(self, alternate: bool) -> types.ModuleType:
-        key = "alt_overrides" if alternate else "overrides"
         with self.stage("task"):
-            return _load_task(self.req["task_source"], f"task_module{'_alt' if alternate else ''}", self.req[key] or {})
+            overrides = self.req.alt_overrides if alternate else self.req.overrides
+            return _load_task(self.req.task_source, f"task_module{'_alt' if alternate else ''}", overrides or {})
 
     def _task(self, alternate: bool) -> types.ModuleType:
         return self._modules[alternate]
 
     def _shape_sets(self) -> list[tuple[str, bool, list[int]]]:
         """(name, uses the alternate shapes, seeds) per shape set; ``signed`` uses sign-flipped inputs."""
-        seed = self.req["seed"]
-        sets = [("primary", False, [seed + k for k in range(self.req["trials"])])]
-        if self.req.get("alt_overrides") is not None and self.req["alt_trials"]:
-            sets.append(("alternate", True, [seed + 1000 + k for k in range(self.req["alt_trials"])]))
-        if self.req.get("signed_trial", True):
+        seed = self.req.seed
+        sets = [("primary", False, [seed + k for k in range(self.req.trials)])]
+        if self.req.alt_overrides is not None and self.req.alt_trials:
+            sets.append(("alternate", True, [seed + 1000 + k for k in range(self.req.alt_trials)]))
+        if self.req.signed_trial:
             sets.append(("signed", False, [seed + 2000]))
         return sets
 
@@ -325,7 +328,7 @@ class _Child:
         for shapes, alternate, seeds in self._shape_sets():
             task = self._task(alternate)
             with self.stage("task"):
-                torch.manual_seed(self.req["seed"])
+                torch.manual_seed(self.req.seed)
                 model = task.Model(*task.get_init_inputs()).to(self.device).eval()
             for trial, seed in enumerate(seeds):
                 inputs = self.make_inputs(task, seed, None, signed=shapes == "signed")
@@ -342,7 +345,7 @@ class _Child:
                     self.out.send({"kind": "input_dtypes", "dtypes": dtypes})
                     if dtypes == ["float32"]:
                         self._float64_reference(model, inputs)
-            if shapes == "primary" and self.device.type == "cuda" and self.req["timing"]:
+            if shapes == "primary" and self.device.type == "cuda" and self.req.timing:
                 with self.device_timing():
                     self.time_reference(task, model)
 
@@ -363,28 +366,28 @@ class _Child:
     def time_reference(self, task: types.ModuleType, model: torch.nn.Module) -> None:
         prims = TimingPrimitives.capture()
         flush = l2_flush_buffer(self.device)
-        inputs = self.make_inputs(task, self.req["seed"], None)
+        inputs = self.make_inputs(task, self.req.seed, None)
         with self.stage("task"), torch.no_grad():
-            samples = time_calls(lambda: model(*inputs), prims, self.req["warmup"], self.req["repeats"], flush)
+            samples = time_calls(lambda: model(*inputs), prims, self.req.warmup, self.req.repeats, flush)
         self.out.send({"kind": "timing", "name": "eager", "samples": samples})
-        if self.req["compile_baseline"]:
+        if self.req.compile_baseline:
             try:
                 compiled = torch.compile(model)
                 with torch.no_grad():
-                    samples = time_calls(lambda: compiled(*inputs), prims, max(self.req["warmup"], 3),
-                                         self.req["repeats"], flush)
+                    samples = time_calls(lambda: compiled(*inputs), prims, max(self.req.warmup, 3),
+                                         self.req.repeats, flush)
                 self.out.send({"kind": "timing", "name": "compiled", "samples": samples})
             except Exception as err:  # a compile failure of the reference is not fatal
                 self.note(f"torch.compile baseline unavailable: {type(err).__name__}: {str(err)[:300]}")
 
     def run_candidate(self) -> None:
         prims = TimingPrimitives.capture()
-        cuda_candidate = self.req.get("language") == "cuda"
+        cuda_candidate = self.req.language == "cuda"
         if cuda_candidate:  # CUDA C++ via load_inline: prebuilt libraries, launches seen by the profiler
             from forge_kernels.eval.cuda.child import ProfilerLaunchCounter, install_prebuilt_loader
 
-            install_prebuilt_loader(self.req["cuda_libraries"])
-            counter: Any = ProfilerLaunchCounter(self.req["cuda_kernels"])
+            install_prebuilt_loader(self.req.cuda_libraries)
+            counter: Any = ProfilerLaunchCounter(self.req.cuda_kernels)
         else:
             counter = LaunchCounter()
         counter.install()
@@ -417,7 +420,7 @@ class _Child:
             suffix = _STAGE_SUFFIX[shapes]
             with self.stage("init" + suffix):
                 init_inputs = task.get_init_inputs()
-                torch.manual_seed(self.req["seed"])
+                torch.manual_seed(self.req.seed)
                 model = model_cls(*init_inputs).to(self.device).eval()
             inputs: list[Any] | None = None
             for trial, seed in enumerate(seeds):
@@ -478,7 +481,7 @@ class _Child:
         checks: dict[str, Any] = {
             "threads_started": max(threading.active_count() - threads_before, self.thread_starts[0]),
             # raw _thread threads and threads started from C++ do not show in threading's count
-            "os_threads_started": None if self.req.get("language") == "cuda" else _os_threads() - self.os_threads_before,
+            "os_threads_started": None if self.req.language == "cuda" else _os_threads() - self.os_threads_before,
             "timer_patched": prims.still_installed(),
             "launch_wrapper_intact": counter.intact(),
             "streams": sorted(counter.streams),
@@ -493,18 +496,18 @@ class _Child:
                              counter: Any) -> None:
         from forge_kernels.eval.profiling import profile_kernels
 
-        inputs = self.make_inputs(task, self.req["seed"], None)
+        inputs = self.make_inputs(task, self.req.seed, None)
         with self.stage("forward"), torch.no_grad():
-            if self.req["profile"]:
+            if self.req.profile:
                 kernels = profile_kernels(lambda: model(*inputs))
                 self.out.send({"kind": "profile", "kernels": kernels})
                 self.phase("profile")
-            if self.req["timing"]:
+            if self.req.timing:
                 if not reset_persisting_l2():
                     self.note("persisting-L2 reset unavailable (no CUDA runtime library reachable)")
                 flush = l2_flush_buffer(self.device)
                 counter.take()
-                samples = time_calls(lambda: model(*inputs), prims, self.req["warmup"], self.req["repeats"], flush)
+                samples = time_calls(lambda: model(*inputs), prims, self.req.warmup, self.req.repeats, flush)
                 self.out.send({"kind": "timing", "name": "candidate", "samples": samples,
                                "launches": counter.take() if isinstance(counter, LaunchCounter) else None})
                 self.phase("timing")

@@ -12,11 +12,11 @@ import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
 
 import psutil
 
 from forge_kernels.eval.channel import Frame, parse_frames, verify_stream
+from forge_kernels.eval.request import ChildRequest
 from forge_kernels.eval.zygote import ChildExit, ZygoteClient, ZygoteDied
 
 __all__ = ["ChildReport", "run_request", "run_fresh_process"]
@@ -68,14 +68,14 @@ def _killpg(pid: int) -> None:
         pass
 
 
-def run_request(zygote: ZygoteClient, request: dict[str, Any], timeout_s: float, host_memory_mb: int) -> ChildReport:
+def run_request(zygote: ZygoteClient, request: ChildRequest, timeout_s: float, host_memory_mb: int) -> ChildReport:
     """Fork a child for ``request``, collect its channel until it exits, kill it at the deadline or
     when its resident memory exceeds ``host_memory_mb``. Raises :class:`ZygoteDied` if the zygote
     died under it (the caller retries on a fresh zygote)."""
     report = ChildReport(started_at=time.monotonic())
     read_fd, write_fd = os.pipe()
     try:
-        pid, exit_future = zygote.spawn(request, write_fd)
+        pid, exit_future = zygote.spawn(request.to_wire(), write_fd)
     finally:
         os.close(write_fd)
     report.zygote_generation = zygote.generation
@@ -115,7 +115,7 @@ def run_request(zygote: ZygoteClient, request: dict[str, Any], timeout_s: float,
                     pass
             if proc is not None and now >= next_rss:
                 next_rss = now + _RSS_EVERY_S
-                rss = _tree_rss(proc, 2 if request.get("isolation") == "os" else 0)
+                rss = _tree_rss(proc, 2 if request.isolation == "os" else 0)
                 if rss is None:
                     proc = None
                     continue
@@ -188,13 +188,13 @@ def _drain(fd: int, buf: bytearray, grace_s: float) -> bool:
     return False
 
 
-def run_fresh_process(request: dict[str, Any], env: dict[str, str], timeout_s: float) -> ChildReport:
+def run_fresh_process(request: ChildRequest, env: dict[str, str], timeout_s: float) -> ChildReport:
     """Run ``request`` in a fresh Python process instead of a zygote fork (what KernelGym does).
     Used as the baseline of ``bench.eval_overhead``."""
     read_fd, write_fd = os.pipe()
     code = ("import json, sys; from forge_kernels.eval.harness import run_child; "
             "run_child(json.loads(sys.argv[1]), int(sys.argv[2]))")
-    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(request), str(write_fd)], pass_fds=[write_fd],
+    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(request.to_wire()), str(write_fd)], pass_fds=[write_fd],
                             env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     os.close(write_fd)
     buf = bytearray()
