@@ -1,7 +1,9 @@
-"""In-child isolation: resource limits, a private network namespace and an irremovable audit hook.
+"""The second line of defence in the child: resource limits and an irremovable audit hook.
 
-Runs in the forked evaluation child before candidate code is imported. The audit hook
-(:func:`sys.addaudithook` cannot be undone) denies network sockets, process creation, signals to
+The boundary is the jail (:mod:`forge_kernels.eval.isolation.jail`); this hook only names what a
+candidate tried, in its error text, and adds checks the OS has no notion of (class-attribute
+patches of timers, imports of forbidden modules). Installed before candidate code is imported, the
+hook (:func:`sys.addaudithook` cannot be undone) denies network sockets, process creation, signals to
 other processes, foreign-library loading and writes outside the private temp dir, and it reports
 every denial through the result channel at once, so a candidate that catches the exception is
 still caught. Process creation and library loading are denied only when the nearest non-stdlib
@@ -10,16 +12,14 @@ caller is candidate code: Triton itself runs ``ptxas`` and loads its launcher on
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
 import sys
 import sysconfig
 from collections.abc import Callable
 
-__all__ = ["SandboxViolation", "apply_limits", "unshare_network", "isolate_filesystem", "install_audit_hook"]
+__all__ = ["SandboxViolation", "apply_limits", "install_audit_hook"]
 
-_CLONE_NEWNET = 0x40000000
 _STDLIB = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"], "<frozen")
 _CALLER_CHECKED = frozenset(
     {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
@@ -59,45 +59,6 @@ def apply_limits(host_memory_mb: int, address_space: bool) -> None:
         current = pages * os.sysconf("SC_PAGE_SIZE")
         limit = current + host_memory_mb * (1 << 20)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-def unshare_network() -> str:
-    """Move this process into a fresh network namespace (loopback only, down). Returns a note."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(_CLONE_NEWNET) == 0:
-        return "network: private namespace"
-    return f"network: namespace unavailable ({os.strerror(ctypes.get_errno())}); audit hook only"
-
-
-_CLONE_NEWNS = 0x00020000
-_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
-
-
-def isolate_filesystem(writable_dirs: list[str]) -> str:
-    """Private mount namespace in which every mount is read-only except ``writable_dirs`` (bind
-    mounts of themselves), /proc, /sys and /dev. This also covers writes made from C++ (e.g.
-    ``torch.save``), which the audit hook cannot see. Returns a note."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
-    if libc.unshare(_CLONE_NEWNS) != 0:
-        return f"filesystem: mount namespace unavailable ({os.strerror(ctypes.get_errno())}); audit hook only"
-    if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
-        return f"filesystem: cannot make mounts private ({os.strerror(ctypes.get_errno())}); audit hook only"
-    keep = set()
-    for d in writable_dirs:
-        real = os.path.realpath(d)
-        os.makedirs(real, exist_ok=True)
-        if libc.mount(real.encode(), real.encode(), None, _MS_BIND | _MS_REC, None) == 0:
-            keep.add(real)
-    with open("/proc/self/mountinfo") as f:
-        points = [line.split()[4].replace("\\040", " ") for line in f]
-    failed = 0
-    for point in points:
-        if point in keep or point.startswith(("/proc", "/sys")) or point in ("/dev", "/dev/pts"):
-            continue
-        if libc.mount(b"none", point.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None) != 0:
-            failed += 1
-    return "filesystem: read-only outside the private temp dir" + (f" ({failed} mount(s) left writable)" if failed else "")
 
 
 def _nearest_caller_file() -> str:
