@@ -170,3 +170,33 @@ def test_evaluator_refuses_without_the_jail(tasks):
         audit = ev.evaluate(tasks["relu"], (Path(__file__).parent / "kernels" / "relu_ok.py").read_text(),
                             EvalOptions(device="cpu", isolation="audit"))
         assert audit.correct, audit.error
+
+
+def test_read_only_extras_under_tmp_stay_visible(tmp_path):
+    """Extra read-only paths under the host's /tmp (a CUDA build dir, say) are bound inside the
+    private /tmp, read-only."""
+    extra = tmp_path / "build"
+    extra.mkdir()
+    (extra / "lib.so").write_text("not really a library")
+    if not str(extra).startswith("/tmp/"):
+        pytest.skip(f"pytest's tmp_path is not under /tmp here: {extra}")
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        try:
+            enter_jail(jail_spec("cpu", extra_read_only=[str(extra)]), None)
+            seen = open(extra / "lib.so").read()
+            try:
+                open(extra / "other", "w").write("x")
+                seen += "|writable"
+            except OSError:
+                seen += "|read-only"
+        except BaseException as err:  # noqa: BLE001
+            seen = f"{type(err).__name__}: {err}"
+        os.write(write_fd, seen.encode())
+        os._exit(0)
+    os.close(write_fd)
+    data = os.read(read_fd, 4096).decode()
+    os.waitpid(pid, 0)
+    assert data == "not really a library|read-only", data

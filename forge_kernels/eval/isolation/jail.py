@@ -176,7 +176,10 @@ def _build_root(spec: JailSpec, uid: int) -> None:
     sys_fd = os.open("/sys", os.O_PATH | os.O_CLOEXEC) if spec.bind_sys else -1
     new = "/tmp"  # the old /tmp is only hidden in this private mount namespace; sources were opened above
     _mount("tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=755")
+    under_tmp = [src for src in sources if src[0].startswith("/tmp/")]  # bound after the private /tmp
     for path, fd, is_dir, link in sources:
+        if path.startswith("/tmp/"):
+            continue
         if link is not None:
             os.symlink(link, new + path)
         else:
@@ -206,6 +209,9 @@ def _build_root(spec: JailSpec, uid: int) -> None:
         os.close(sys_fd)
     os.makedirs(new + "/tmp", exist_ok=True)
     _mount("tmpfs", new + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={spec.tmp_mb}m,mode=1777")
+    for path, fd, is_dir, _ in under_tmp:  # e.g. prebuilt CUDA extensions in a build dir under /tmp
+        _bind(f"/proc/self/fd/{fd}", new + path, is_dir)
+        os.close(fd)
     os.makedirs(new + "/.old")
     _check(_libc.syscall(_SYS_PIVOT_ROOT, new.encode(), (new + "/.old").encode()), "pivot_root")
     os.chdir("/")
