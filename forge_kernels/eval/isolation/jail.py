@@ -185,9 +185,6 @@ def _build_root(spec: JailSpec, uid: int) -> None:
         else:
             _bind(f"/proc/self/fd/{fd}", new + path, is_dir)
             os.close(fd)
-    for hidden in spec.hidden:
-        if os.path.isdir(new + hidden):
-            _mount("tmpfs", new + hidden, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=555")
     os.makedirs(new + "/etc", exist_ok=True)
     _write(new + "/etc/passwd", f"root:x:0:0:root:/:/usr/sbin/nologin\nsandbox:x:{uid}:{uid}::/tmp:/usr/sbin/nologin\n")
     _write(new + "/etc/group", f"root:x:0:\nsandbox:x:{uid}:\n")
@@ -209,9 +206,12 @@ def _build_root(spec: JailSpec, uid: int) -> None:
         os.close(sys_fd)
     os.makedirs(new + "/tmp", exist_ok=True)
     _mount("tmpfs", new + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={spec.tmp_mb}m,mode=1777")
-    for path, fd, is_dir, _ in under_tmp:  # e.g. prebuilt CUDA extensions in a build dir under /tmp
+    for path, fd, is_dir, _ in under_tmp:  # a project or venv in /tmp, a CUDA build dir under it
         _bind(f"/proc/self/fd/{fd}", new + path, is_dir)
         os.close(fd)
+    for hidden in spec.hidden:  # after every bind: the package may live under /tmp
+        if os.path.isdir(new + hidden):
+            _mount("tmpfs", new + hidden, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=555")
     os.makedirs(new + "/.old")
     _check(_libc.syscall(_SYS_PIVOT_ROOT, new.encode(), (new + "/.old").encode()), "pivot_root")
     os.chdir("/")
