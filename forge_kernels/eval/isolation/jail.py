@@ -276,9 +276,10 @@ def enter_jail(spec: JailSpec, cgroup: EvalCgroup | None) -> list[str]:
         cgroup.join()
     flags = _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS
     uid, gid = os.geteuid(), os.getegid()
-    if root:  # a uid of its own: even outside the namespaces it could signal nothing but itself
+    if root:
+        # a uid of its own: even outside the namespaces it could signal nothing but itself
         uid = gid = _UID_BASE + os.getpid() % _UID_BASE
-    if root:  # mount as real root first; the user namespace comes after the uid is dropped
+        # mount as real root first; the user namespace comes after the uid is dropped
         _check(_libc.unshare(flags), "unshare namespaces")
     else:
         _check(_libc.unshare(flags | _CLONE_NEWUSER), "unshare a user namespace (are user namespaces enabled?)")
