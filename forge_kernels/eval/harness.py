@@ -165,6 +165,7 @@ class _Child:
         self.req = request
         self.out = out
         self.cgroup = cgroup
+        self.read_only_in_tmp: list[str] = []  # the jail's read-only binds inside its /tmp
         self.role: str = request.role
         self.device = torch.device("cpu")
         self.kernels = request.kernels
@@ -211,6 +212,7 @@ class _Child:
             libraries = list(self.req.cuda_libraries.values())
             spec = jail_spec(self.req.device, extra_read_only=[os.path.dirname(p) for p in libraries],
                              tmp_mb=self.req.tmp_size_mb, max_procs=self.req.max_processes)
+            self.read_only_in_tmp = [p for p in spec.read_only if p.startswith("/tmp/")]
             for note in enter_jail(spec, self.cgroup) + [self.req.cgroup_note]:
                 if note:
                     self.note(note)
@@ -396,7 +398,8 @@ class _Child:
         self.os_threads_before = _os_threads()
         self.thread_starts = _count_thread_starts()
         primary_task = self._task(False)
-        install_audit_hook([self.tmp, "/dev/shm"], self.candidate_path, self._report_violation)
+        install_audit_hook([self.tmp, "/dev/shm"], self.candidate_path, self._report_violation,
+                           read_only=self.read_only_in_tmp)
         with self.stage("import"):
             spec = importlib.util.spec_from_file_location("candidate", self.candidate_path)
             assert spec is not None and spec.loader is not None

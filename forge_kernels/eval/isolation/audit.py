@@ -76,10 +76,13 @@ def install_audit_hook(
     allowed_write_dirs: list[str],
     candidate_file: str,
     report: Callable[[str, str], None],
+    read_only: list[str] | None = None,
 ) -> None:
     """Install the hook. ``report(kind, message)`` is called on each denial (kind ``sandbox`` or
-    ``timer_patch``) before the :class:`SandboxViolation` is raised into the caller."""
+    ``timer_patch``) before the :class:`SandboxViolation` is raised into the caller. ``read_only``:
+    paths inside the writable dirs that are not writable (the jail's read-only binds under /tmp)."""
     allowed = tuple(os.path.realpath(d) + os.sep for d in allowed_write_dirs) + ("/dev/null",)
+    fixed = tuple(os.path.realpath(d) + os.sep for d in read_only or [])
     own_pid = os.getpid()
     busy = [False]
 
@@ -94,7 +97,7 @@ def install_audit_hook(
             real = os.path.realpath(os.fsdecode(path))  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return False
-        return real == "/dev/null" or (real + os.sep).startswith(allowed)
+        return real == "/dev/null" or ((real + os.sep).startswith(allowed) and not (real + os.sep).startswith(fixed))
 
     def hook(event: str, args: tuple) -> None:
         if busy[0]:
