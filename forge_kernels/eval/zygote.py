@@ -18,6 +18,7 @@ the client notices (EOF) and :meth:`ZygoteClient.ensure_running` starts a new on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -182,17 +183,13 @@ def _reap(sock: socket.socket) -> None:
 
 def _kill_children() -> None:
     for pid, group in list(_children.items()):
-        try:
+        with contextlib.suppress(OSError):  # already gone
             os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
         if group is not None:
             group.kill()
     for pid, group in list(_children.items()):  # reap, then leave no cgroup behind
-        try:
+        with contextlib.suppress(ChildProcessError):  # reaped already
             os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
         if group is not None:
             group.remove(wait_s=2.0)
     for group in _unremoved:

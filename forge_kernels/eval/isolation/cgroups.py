@@ -11,6 +11,7 @@ resident-memory watch over the process tree).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -67,17 +68,13 @@ class EvalCgroup:
     def kill(self) -> None:
         """SIGKILL everything still in the cgroup."""
         if self.unified and (self.dirs["memory"] / "cgroup.kill").exists():
-            try:
+            with contextlib.suppress(OSError):  # then one by one, below
                 (self.dirs["memory"] / "cgroup.kill").write_text("1")
                 return
-            except OSError:
-                pass
         for d in self.dirs.values():
             for pid in self._read_pids(d):
-                try:
+                with contextlib.suppress(OSError):  # already gone
                     os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
 
     @staticmethod
     def _read_pids(d: Path) -> list[int]:
@@ -97,7 +94,7 @@ class EvalCgroup:
                 try:
                     d.rmdir()
                 except FileNotFoundError:
-                    pass
+                    continue  # removed already
                 except OSError:
                     left.append(d)
             if not left or time.monotonic() >= deadline:
@@ -148,10 +145,8 @@ def create(name: str, memory_bytes: int, max_procs: int) -> tuple[EvalCgroup | N
             return group, f"cgroup v2: memory {memory_bytes >> 20} MiB, {max_procs} processes for the whole tree"
     except OSError as err:
         for d in created:
-            try:
+            with contextlib.suppress(OSError):  # best effort: the reason is reported below
                 d.rmdir()
-            except OSError:
-                pass
         return None, f"cgroup: not writable here ({err.strerror or err}); per-process limits only"
     return None, "cgroup: no memory and pids controllers mounted; per-process limits only"
 
