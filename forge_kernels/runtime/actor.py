@@ -21,28 +21,46 @@ the mesh and the mesh ``size``, then calls ``setup()`` once before any other end
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar, Concatenate, ParamSpec, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from forge_kernels.config import StrictModel, validate
 
-__all__ = ["Actor", "EmptyConfig", "endpoint", "endpoint_names", "validate_actor_config"]
+__all__ = ["Actor", "EmptyConfig", "Endpoint", "endpoint", "endpoint_names", "validate_actor_config"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R_co = TypeVar("R_co", covariant=True)
 _ENDPOINT_MARK = "__forge_endpoint__"
 
 
-def endpoint(fn: F) -> F:
-    """Mark an ``async def`` method of an :class:`Actor` as callable from outside the actor."""
+class Endpoint(Protocol[P, R_co]):
+    """An ``@endpoint`` method as a type checker sees it: awaitable inside the actor
+    (``await self.add(1)``) and, on a handle annotated with the actor class, the verbs of
+    :class:`~forge_kernels.runtime.handle.EndpointCall` with the method's own signature."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R_co]: ...
+
+    def one(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R_co]: ...
+
+    def all(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[list[R_co]]: ...
+
+    def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None: ...
+
+
+def endpoint(fn: Callable[Concatenate[Any, P], Awaitable[R_co]]) -> Endpoint[P, R_co]:
+    """Mark an ``async def`` method of an :class:`Actor` as callable from outside the actor.
+
+    At run time the method is returned unchanged (marked); the :class:`Endpoint` return type is
+    what lets an editor follow ``handle.add.one(1)`` to the method and check its arguments."""
     if not inspect.iscoroutinefunction(fn):
         raise TypeError(
             f"@endpoint {getattr(fn, '__qualname__', fn)!r} must be an 'async def' method "
             f"(every endpoint is async so one actor runs the same on every backend)"
         )
     setattr(fn, _ENDPOINT_MARK, True)
-    return fn
+    return fn  # type: ignore[return-value]
 
 
 class EmptyConfig(StrictModel):
@@ -63,9 +81,9 @@ class Actor:
         self.rank = rank
         self.size = size
 
-    @endpoint
     async def setup(self) -> None:
-        """Heavy initialisation (load a model, open a file); runs once before other endpoints."""
+        """Heavy initialisation (load a model, open a file); runs once before other endpoints
+        (always an endpoint, decorated or not)."""
         return None
 
     @property

@@ -1,8 +1,10 @@
 """Actor-mesh handles: one actor per rank, called through ``handle.<endpoint>.<verb>(...)``.
 
-``await mesh.add.call_one(3)`` calls a single-rank mesh; ``await mesh.add.call(3)`` calls every
-rank and returns the per-rank results in rank order; ``mesh.add.broadcast(3)`` sends to every
-rank without waiting (errors are logged). ``mesh.at(r)`` addresses one rank of a larger mesh.
+``await mesh.add.one(3)`` calls a single-rank mesh (a multi-rank mesh runs it on every rank and
+answers rank 0's result); ``await mesh.add.all(3)`` calls every rank and returns the per-rank
+results in rank order; ``mesh.add.broadcast(3)`` sends to every rank without waiting (errors are
+logged). ``mesh.at(r)`` addresses one rank of a larger mesh. The verbs are shared with services
+(:mod:`forge_kernels.runtime.handle`); ``call`` and ``call_one`` are the older names.
 Backends implement :class:`ActorMesh`'s three abstract methods; everything else is shared, so
 both backends present the same behaviour.
 """
@@ -11,30 +13,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Awaitable
 from typing import Any
 
 from forge_kernels.metrics import ReducerState
-from forge_kernels.runtime.actor import Actor, endpoint_names
-from forge_kernels.runtime.errors import ActorDiedError, RuntimeStoppedError
+from forge_kernels.runtime.actor import Actor
+from forge_kernels.runtime.errors import ActorDiedError
+from forge_kernels.runtime.handle import EndpointCall, Handle
 
 __all__ = ["ActorMesh", "MeshEndpoint", "RankView"]
 
 log = logging.getLogger(__name__)
 
 
-class ActorMesh(ABC):
+class ActorMesh(Handle):
     """Handle on ``size`` instances of one actor class (rank 0..size-1), on one backend."""
 
     backend: str = ""
 
     def __init__(self, actor_class: type[Actor], size: int, name: str) -> None:
-        self.actor_class = actor_class
+        super().__init__(actor_class, name)
         self.size = size
-        self.name = name
-        self.stopped = False
-        self._endpoints = endpoint_names(actor_class)
         self._background: set[asyncio.Future[Any]] = set()
 
     # ---- what a backend provides
@@ -86,15 +86,6 @@ class ActorMesh(ABC):
         if not task.cancelled() and task.exception() is not None:
             log.error("broadcast to %s failed: %s", self.name, task.exception())
 
-    def check_endpoint(self, endpoint: str) -> None:
-        if self.stopped:
-            raise RuntimeStoppedError(f"{self.name} has been stopped; cannot call {endpoint!r}")
-        if endpoint not in self._endpoints:
-            raise AttributeError(
-                f"{self.actor_class.__name__} has no endpoint {endpoint!r} "
-                f"(endpoints: {', '.join(sorted(self._endpoints))})"
-            )
-
     def raise_if_dead(self, endpoint: str) -> None:
         reason = self.death_reason()
         if reason is not None:
@@ -115,11 +106,9 @@ class ActorMesh(ABC):
             raise IndexError(f"rank {rank} is out of range for {self.name} of size {self.size}")
         return RankView(self, rank)
 
-    def __getattr__(self, endpoint: str) -> MeshEndpoint:
-        if endpoint.startswith("_"):
-            raise AttributeError(endpoint)
-        self.check_endpoint(endpoint)
-        return MeshEndpoint(self, endpoint, None)
+    def endpoint(self, name: str) -> MeshEndpoint:
+        self.check_endpoint(name)
+        return MeshEndpoint(self, name, None)
 
     async def __aenter__(self) -> ActorMesh:
         return self
@@ -132,21 +121,20 @@ class ActorMesh(ABC):
         return f"<{type(self).__name__} {self.name} size={self.size} {state}>"
 
 
-class RankView:
-    """One rank of a mesh: ``mesh.at(1).add.call_one(3)``."""
+class RankView(Handle):
+    """One rank of a mesh: ``mesh.at(1).add.one(3)``."""
 
     def __init__(self, mesh: ActorMesh, rank: int) -> None:
+        super().__init__(mesh.actor_class, f"{mesh.name}[{rank}]")
         self.mesh = mesh
         self.rank = rank
 
-    def __getattr__(self, endpoint: str) -> MeshEndpoint:
-        if endpoint.startswith("_"):
-            raise AttributeError(endpoint)
-        self.mesh.check_endpoint(endpoint)
-        return MeshEndpoint(self.mesh, endpoint, self.rank)
+    def endpoint(self, name: str) -> MeshEndpoint:
+        self.mesh.check_endpoint(name)
+        return MeshEndpoint(self.mesh, name, self.rank)
 
 
-class MeshEndpoint:
+class MeshEndpoint(EndpointCall):
     """The verbs of one endpoint on a mesh (or on one rank of it)."""
 
     def __init__(self, mesh: ActorMesh, endpoint: str, rank: int | None) -> None:
@@ -154,8 +142,23 @@ class MeshEndpoint:
         self.endpoint = endpoint
         self.rank = rank
 
+    async def one(self, *args: Any, **kwargs: Any) -> Any:
+        """This rank's answer; on a whole mesh of several ranks (an SPMD group, e.g. a sharded
+        trainer whose steps are collectives) every rank runs it and rank 0's answer is returned."""
+        if self.rank is None and self.mesh.size > 1:
+            return (await self.mesh.invoke_all(self.endpoint, args, kwargs))[0]
+        return await self.mesh.invoke(0 if self.rank is None else self.rank, self.endpoint, args, kwargs)
+
+    async def all(self, *args: Any, **kwargs: Any) -> list[Any]:
+        """Every rank (or just this one, on a rank view); results in rank order."""
+        if self.rank is not None:
+            return [await self.mesh.invoke(self.rank, self.endpoint, args, kwargs)]
+        return await self.mesh.invoke_all(self.endpoint, args, kwargs)
+
+    call = all  # the older name
+
     async def call_one(self, *args: Any, **kwargs: Any) -> Any:
-        """Call a single actor and return its result (the mesh must have one rank, or use ``at``)."""
+        """The older, strict verb: a single actor's result (the mesh must have one rank, or use ``at``)."""
         rank = self.rank
         if rank is None:
             if self.mesh.size != 1:
@@ -165,12 +168,6 @@ class MeshEndpoint:
                 )
             rank = 0
         return await self.mesh.invoke(rank, self.endpoint, args, kwargs)
-
-    async def call(self, *args: Any, **kwargs: Any) -> list[Any]:
-        """Call every rank; return the results in rank order."""
-        if self.rank is not None:
-            return [await self.mesh.invoke(self.rank, self.endpoint, args, kwargs)]
-        return await self.mesh.invoke_all(self.endpoint, args, kwargs)
 
     def broadcast(self, *args: Any, **kwargs: Any) -> None:
         """Send to every rank and return at once; failures are logged."""

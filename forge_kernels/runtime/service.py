@@ -1,8 +1,10 @@
 """Services: several replicas of one actor behind a router, with health checks and fail-over.
 
-``await svc.generate.route(prompt)`` sends to one healthy replica (chosen by the router, or
-by the current sticky session); ``await svc.update.fanout(v)`` calls every healthy replica.
-Inside ``async with svc.session():`` every ``route`` of this task goes to the same replica.
+``await svc.generate.one(prompt)`` sends to one healthy replica (chosen by the router, or by
+the current sticky session); ``await svc.update.all(v)`` calls every healthy replica;
+``svc.update.broadcast(v)`` does so without waiting. Inside ``async with svc.session():`` every
+``one`` of this task goes to the same replica. ``route`` and ``fanout`` are the older names of
+``one`` and ``all`` (the verbs are shared with meshes: :mod:`forge_kernels.runtime.handle`).
 
 When a replica dies (its call fails with :class:`ActorDiedError`, or the periodic health check
 finds it dead) it leaves the rotation, its in-flight and queued requests are re-sent to healthy
@@ -23,8 +25,9 @@ from contextvars import ContextVar
 from typing import Any
 
 from forge_kernels.metrics import ReducerState
-from forge_kernels.runtime.actor import Actor, endpoint_names
+from forge_kernels.runtime.actor import Actor
 from forge_kernels.runtime.errors import ActorDiedError, NoHealthyReplicaError, RuntimeStoppedError
+from forge_kernels.runtime.handle import EndpointCall, Handle
 from forge_kernels.runtime.mesh import ActorMesh
 from forge_kernels.runtime.routers import Replica, make_router
 from forge_kernels.runtime.settings import RuntimeConfig
@@ -37,43 +40,30 @@ _session_ids = itertools.count()
 _CURRENT_SESSION: ContextVar[tuple[int, int] | None] = ContextVar("forge_session", default=None)
 
 
-class Service:
+class Service(Handle):
     """Replicas of one actor class; build with ``spawn(..., replicas=n)``."""
 
     def __init__(self, actor_class: type[Actor], meshes: list[ActorMesh], factory: MeshFactory,
                  settings: RuntimeConfig) -> None:
-        self.actor_class = actor_class
-        self.name = f"{actor_class.__name__}Service"
+        super().__init__(actor_class, f"{actor_class.__name__}Service")
         self.settings = settings
         self.replicas = [Replica(i, m) for i, m in enumerate(meshes)]
-        self.stopped = False
         self._factory = factory
         self._router = make_router(settings.router)
-        self._endpoints = endpoint_names(actor_class)
+        self._background: set[asyncio.Future[Any]] = set()
         self._sessions: dict[int, Replica] = {}
         self._restarts: dict[int, asyncio.Task[None]] = {}
         self._changed = asyncio.Event()  # set (and replaced) whenever replica health changes
         self._monitor = asyncio.get_running_loop().create_task(self._monitor_health())
 
     # ---------------------------------------------------------------- calls
-    def __getattr__(self, endpoint: str) -> ServiceEndpoint:
-        if endpoint.startswith("_"):
-            raise AttributeError(endpoint)
-        self._check_endpoint(endpoint)
-        return ServiceEndpoint(self, endpoint)
-
-    def _check_endpoint(self, endpoint: str) -> None:
-        if self.stopped:
-            raise RuntimeStoppedError(f"{self.name} has been stopped; cannot call {endpoint!r}")
-        if endpoint not in self._endpoints:
-            raise AttributeError(
-                f"{self.actor_class.__name__} has no endpoint {endpoint!r} "
-                f"(endpoints: {', '.join(sorted(self._endpoints))})"
-            )
+    def endpoint(self, name: str) -> ServiceEndpoint:
+        self.check_endpoint(name)
+        return ServiceEndpoint(self, name)
 
     async def route(self, endpoint: str, args: tuple, kwargs: dict) -> Any:
         """Run ``endpoint`` on one replica (all its ranks; rank 0's result), failing over on death."""
-        self._check_endpoint(endpoint)
+        self.check_endpoint(endpoint)
         while True:
             replica = await self._pick()
             mesh = replica.mesh
@@ -91,7 +81,7 @@ class Service:
 
         A replica that dies during the call raises :class:`ActorDiedError` here.
         """
-        self._check_endpoint(endpoint)
+        self.check_endpoint(endpoint)
         targets = [(r, r.mesh) for r in self.replicas if r.healthy]
         if not targets:
             raise NoHealthyReplicaError(self._no_replica_message())
@@ -105,6 +95,18 @@ class Service:
             if isinstance(result, BaseException):
                 raise result
         return [r[0] for r in results]  # type: ignore[index]
+
+    def send_all(self, endpoint: str, args: tuple, kwargs: dict) -> None:
+        """Fire and forget :meth:`fanout`: failures are logged, never raised."""
+        self.check_endpoint(endpoint)
+        task = asyncio.ensure_future(self.fanout(endpoint, args, kwargs))
+        self._background.add(task)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Future[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("broadcast to %s failed: %s", self.name, task.exception())
 
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[int]:
@@ -208,6 +210,8 @@ class Service:
         if self.stopped:
             return
         self.stopped = True
+        for task in list(self._background):
+            task.cancel()
         self._monitor.cancel()
         for task in list(self._restarts.values()):
             task.cancel()
@@ -226,17 +230,24 @@ class Service:
         return f"<Service {self.name} {healthy}/{len(self.replicas)} healthy>"
 
 
-class ServiceEndpoint:
+class ServiceEndpoint(EndpointCall):
     """The verbs of one endpoint on a service."""
 
     def __init__(self, service: Service, endpoint: str) -> None:
         self.service = service
         self.endpoint = endpoint
 
-    async def route(self, *args: Any, **kwargs: Any) -> Any:
-        """One replica, chosen by the router (or the current sticky session)."""
+    async def one(self, *args: Any, **kwargs: Any) -> Any:
+        """One replica, chosen by the router (or the current sticky session); all its ranks run,
+        rank 0 answers."""
         return await self.service.route(self.endpoint, args, kwargs)
 
-    async def fanout(self, *args: Any, **kwargs: Any) -> list[Any]:
+    async def all(self, *args: Any, **kwargs: Any) -> list[Any]:
         """Every healthy replica; results in replica order."""
         return await self.service.fanout(self.endpoint, args, kwargs)
+
+    def broadcast(self, *args: Any, **kwargs: Any) -> None:
+        """Every healthy replica, without waiting; failures are logged."""
+        self.service.send_all(self.endpoint, args, kwargs)
+
+    route, fanout = one, all  # the older names
