@@ -16,43 +16,45 @@ from typing import Annotated, Any, TypeVar
 from pydantic import PlainSerializer, PlainValidator, ValidationError
 
 from forge_kernels.config import ConfigError, format_validation_error
+from forge_kernels.registry import Registry
 from losses.base import PolicyLoss
 
 __all__ = ["LossSpec", "build_loss", "dump_loss", "get_loss_class", "loss_names", "register_loss"]
 
-_LOSSES: dict[str, type[PolicyLoss]] = {}
 L = TypeVar("L", bound=type[PolicyLoss])
+
+
+def _check(cls: Any) -> str | None:
+    if not (isinstance(cls, type) and issubclass(cls, PolicyLoss)):
+        return f"needs a PolicyLoss subclass, got {cls!r}"
+    if not hasattr(cls, "advantage_estimator"):
+        return f"{cls.__name__} must set the ClassVar advantage_estimator"
+    return None
+
+
+def _named(name: str, cls: type[PolicyLoss]) -> None:
+    cls.loss_name = name
+
+
+LOSSES: Registry[type[PolicyLoss]] = Registry("loss", check=_check, on_register=_named)
 
 
 def register_loss(name: str) -> Callable[[L], L]:
     """Class decorator: make ``cls`` selectable as ``loss: {name: <name>, ...}``."""
-
-    def decorate(cls: L) -> L:
-        if not (isinstance(cls, type) and issubclass(cls, PolicyLoss)):
-            raise TypeError(f"@register_loss({name!r}) needs a PolicyLoss subclass, got {cls!r}")
-        if not hasattr(cls, "advantage_estimator"):
-            raise TypeError(f"loss {cls.__name__} must set the ClassVar advantage_estimator")
-        existing = _LOSSES.get(name)
-        if existing is not None and existing.__qualname__ != cls.__qualname__:
-            raise ValueError(f"loss name {name!r} is already taken by {existing.__name__}")
-        cls.loss_name = name
-        _LOSSES[name] = cls
-        return cls
-
-    return decorate
+    return LOSSES.register(name)  # type: ignore[return-value]
 
 
 def loss_names() -> list[str]:
     """Registered loss names, sorted."""
-    return sorted(_LOSSES)
+    return LOSSES.names()
 
 
 def get_loss_class(name: str) -> type[PolicyLoss]:
-    """The class registered as ``name``; a clear error listing the valid names otherwise."""
+    """The class registered as ``name`` (or at ``package.module:Name``); a clear error otherwise."""
     try:
-        return _LOSSES[name]
-    except KeyError:
-        raise ConfigError(f"unknown loss {name!r}; valid choices: {', '.join(loss_names())}") from None
+        return LOSSES.get(name, "loss.name")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def build_loss(spec: Mapping[str, Any] | PolicyLoss) -> PolicyLoss:

@@ -21,14 +21,15 @@ from pydantic import Field, field_validator
 from forge_kernels.config import StrictModel
 from forge_kernels.eval.faults import FaultClass
 from forge_kernels.eval.results import EvalResult
+from forge_kernels.registry import Registry
 
-__all__ = ["RewardConfig", "RewardFn", "register_reward", "reward_names", "compute_reward"]
+__all__ = ["REWARDS", "RewardConfig", "RewardFn", "compute_reward", "register_reward", "reward_names"]
 
 
 class RewardConfig(StrictModel):
     """The YAML ``reward`` section."""
 
-    name: str = Field(default="kernelgym", description="a registered reward function")
+    name: str = Field(default="kernelgym", description="a registered reward function, or 'package.module:function'")
     speedup_cap: float = Field(default=10.0, gt=0, description="KernelGym: S is capped at this")
     compile_reward: float = Field(default=0.1, description="TritonForge: compiled but incorrect")
     correct_reward: float = Field(default=0.3, description="TritonForge: correct, no speedup tier reached")
@@ -41,30 +42,22 @@ class RewardConfig(StrictModel):
     @field_validator("name")
     @classmethod
     def _registered(cls, name: str) -> str:
-        if name not in _REGISTRY:
-            raise ValueError(f"unknown reward {name!r}; registered: {', '.join(sorted(_REGISTRY))}")
+        REWARDS.get(name, "reward.name")
         return name
 
 
 RewardFn = Callable[[EvalResult, RewardConfig], float]
-_REGISTRY: dict[str, RewardFn] = {}
+REWARDS: Registry[RewardFn] = Registry("reward", check=lambda fn: None if callable(fn) else f"{fn!r} is not callable")
 
 
 def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
     """Decorator: make ``fn(result, config) -> float`` selectable as ``reward.name: <name>``."""
-
-    def add(fn: RewardFn) -> RewardFn:
-        if name in _REGISTRY and _REGISTRY[name] is not fn:
-            raise ValueError(f"reward {name!r} is already registered (by {_REGISTRY[name].__qualname__})")
-        _REGISTRY[name] = fn
-        return fn
-
-    return add
+    return REWARDS.register(name)
 
 
 def reward_names() -> list[str]:
     """Names usable in ``reward.name``."""
-    return sorted(_REGISTRY)
+    return REWARDS.names()
 
 
 def _c(result: EvalResult) -> float:
@@ -109,4 +102,4 @@ def compute_reward(result: EvalResult, config: RewardConfig | None = None) -> fl
     if result.fault is FaultClass.INTERNAL_ERROR:
         return None
     penalty = config.flag_penalty * sum(1 for h in result.hacks if not h.rejected)
-    return _REGISTRY[config.name](result, config) - penalty
+    return REWARDS.get(config.name)(result, config) - penalty
