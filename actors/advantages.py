@@ -14,7 +14,7 @@ __all__ = ["ComputeAdvantages"]
 
 
 def _not_padding(ep: Episode) -> bool:
-    return not any(t.info.get("padding") for t in ep.turns)
+    return not ep.padding
 
 
 class ComputeAdvantages(Actor):

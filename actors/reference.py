@@ -11,7 +11,7 @@ from pydantic import Field
 from actors.common import load_model, set_torch_threads
 from forge_kernels.config import StrictModel
 from forge_kernels.runtime import Actor, endpoint
-from forge_kernels.types import Completion
+from forge_kernels.types import Completion, Episode
 from losses.ops import token_logprobs, token_logprobs_from_hidden
 
 __all__ = ["ReferenceModel", "sequence_logprobs"]
@@ -75,3 +75,12 @@ class ReferenceModel(Actor):
         cfg = self.config
         return await asyncio.to_thread(sequence_logprobs, self.model, completions, cfg.temperature,
                                        cfg.micro_batch_tokens, self.device, cfg.fused_lm_head)
+
+    @endpoint
+    async def episode_logprobs(self, episodes: list[Episode]) -> list[list[float]]:
+        """Per episode, the logprob of every sampled token of every turn, turns in order (what the
+        trainer's collation expects). Each episode is scored as one sequence — one forward for all
+        its turns — so multi-turn episodes must be prefix-chained."""
+        views = [ep.as_one_completion() for ep in episodes]
+        scored = await self.logprobs(views)
+        return [[lps[i] for i in ep.sampled_positions()] for ep, lps in zip(episodes, scored, strict=True)]

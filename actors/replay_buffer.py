@@ -3,14 +3,16 @@
 ``add(group)`` runs the five group hooks, each an overridable method (TritonForge's buffer):
 
 1. :meth:`ReplayBuffer.filter_item` drops single episodes (default: the evaluator failed, so the
-   reward carries no signal);
+   reward carries no signal); with ``prs`` set, profiling rejection sampling (Dr. Kernel,
+   :class:`~losses.guards.PRSGuard`) then thins out correct episodes whose kernels do little of
+   the device work;
 2. :meth:`ReplayBuffer.group_statistics` summarises the rewards of what is left;
 3. :meth:`ReplayBuffer.is_valid_group` rejects whole groups (default: too small; optionally
    groups whose rewards are all equal, which carry no GRPO signal — DAPO's dynamic sampling);
 4. :meth:`ReplayBuffer.normalize_group` rescales rewards (default: none); the raw reward is
-   always kept in ``turn.info["raw_reward"]``;
+   always kept in ``turn.raw_reward``;
 5. :meth:`ReplayBuffer.pad_group` fills a group up to a fixed size (default: off) with copies
-   marked ``info["padding"] = True``, which advantage estimation leaves out (advantage 0).
+   marked ``turn.padding``, which advantage estimation leaves out (advantage 0).
 
 ``sample(n_groups, policy_version)`` first evicts groups older than ``max_policy_age`` versions,
 then hands out ``n_groups`` groups (oldest first or at random), removing them unless ``reuse``.
@@ -32,6 +34,7 @@ from forge_kernels.config import StrictModel
 from forge_kernels.metrics import Reduce, record_metric
 from forge_kernels.runtime import Actor, endpoint
 from forge_kernels.types import Episode
+from losses.guards import PRSGuard
 
 __all__ = ["GroupStats", "ReplayBuffer"]
 
@@ -45,7 +48,7 @@ class GroupStats:
     count: int
     mean: float
     std: float
-    correct_rate: float
+    success_rate: float  # of the episodes' last turns (the environment's notion of solved)
 
 
 def episode_reward(ep: Episode) -> float:
@@ -65,6 +68,10 @@ class ReplayBuffer(Actor):
         drop_uniform_groups: bool = Field(default=False, description="reject groups whose rewards are all equal")
         normalization: Literal["none", "center", "zscore"] = "none"
         pad_to: int | None = Field(default=None, ge=1, description="pad groups to this size with masked copies")
+        prs: PRSGuard | None = Field(
+            default=None, description="profiling rejection sampling {tau, scale, seed}: keep a correct episode with "
+                                      "probability clip((PR - tau) / scale, 0, 1), PR the share of device time in the "
+                                      "candidate's own kernels (needs profiled evaluations: GPUs)")
 
     async def setup(self) -> None:
         self.groups: list[Group] = []
@@ -73,16 +80,16 @@ class ReplayBuffer(Actor):
     # ------------------------------------------------------------------ the five hooks
     def filter_item(self, episode: Episode) -> bool:
         """Keep ``episode``? Default: drop episodes whose evaluation failed (no reward signal)."""
-        return all(t.info.get("reward_valid", True) for t in episode.turns)
+        return all(t.reward_valid for t in episode.turns)
 
     def group_statistics(self, group: Group) -> GroupStats:
         rewards = [episode_reward(ep) for ep in group]
-        correct = [bool(ep.turns[-1].info.get("correct", False)) for ep in group]
+        solved = [ep.turns[-1].success for ep in group]
         return GroupStats(
             count=len(group),
             mean=statistics.fmean(rewards) if rewards else 0.0,
             std=statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
-            correct_rate=sum(correct) / len(correct) if correct else 0.0,
+            success_rate=sum(solved) / len(solved) if solved else 0.0,
         )
 
     def is_valid_group(self, group: Group, stats: GroupStats) -> bool:
@@ -91,15 +98,16 @@ class ReplayBuffer(Actor):
         return not (self.config.drop_uniform_groups and stats.std == 0.0)
 
     def normalize_group(self, group: Group, stats: GroupStats) -> Group:
-        """Rescale rewards in place of the raw ones (kept in ``info["raw_reward"]``)."""
+        """Rescale rewards in place of the raw ones (kept in ``turn.raw_reward``)."""
         mode = self.config.normalization
         for ep in group:
             for turn in ep.turns:
-                turn.info.setdefault("raw_reward", turn.reward)
+                raw = turn.unnormalized_reward
+                turn.raw_reward = raw
                 if mode == "center":
-                    turn.reward = turn.info["raw_reward"] - stats.mean
+                    turn.reward = raw - stats.mean
                 elif mode == "zscore":
-                    turn.reward = (turn.info["raw_reward"] - stats.mean) / (stats.std + 1e-6)
+                    turn.reward = (raw - stats.mean) / (stats.std + 1e-6)
         return group
 
     def pad_group(self, group: Group, stats: GroupStats) -> Group:
@@ -111,7 +119,7 @@ class ReplayBuffer(Actor):
             clone = copy.deepcopy(group[i % len(group)])
             clone.episode_id = f"{clone.episode_id}-pad{i}"
             for turn in clone.turns:
-                turn.info["padding"] = True
+                turn.padding = True
             padded.append(clone)
         return padded
 
@@ -123,6 +131,10 @@ class ReplayBuffer(Actor):
             raise ValueError("cannot add an empty group")
         kept = [ep for ep in group if self.filter_item(ep)]
         record_metric("buffer/filtered_items", len(group) - len(kept), Reduce.SUM)
+        if self.config.prs is not None and kept:
+            flags, _ = self.config.prs.keep_turns([ep.turns[-1] for ep in kept])
+            record_metric("buffer/prs_rejected", flags.count(False), Reduce.SUM)
+            kept = [ep for ep, keep in zip(kept, flags, strict=True) if keep]
         stats = self.group_statistics(kept)
         if not self.is_valid_group(kept, stats):
             record_metric("buffer/rejected_groups", 1, Reduce.SUM)
@@ -166,11 +178,14 @@ class ReplayBuffer(Actor):
     async def save_state(self, path: str) -> None:
         """Write the buffered groups (episodes with their policy versions) and the sampling RNG
         into checkpoint directory ``path`` (``buffer.pt``)."""
-        torch.save({"groups": self.groups, "rng": self.rng.getstate()}, Path(path) / "buffer.pt")
+        prs = None if self.config.prs is None else self.config.prs.rng_state()
+        torch.save({"groups": self.groups, "rng": self.rng.getstate(), "prs_rng": prs}, Path(path) / "buffer.pt")
 
     @endpoint
     async def load_state(self, path: str) -> int:
         """Restore what :meth:`save_state` wrote; returns the number of groups restored."""
         state = torch.load(Path(path) / "buffer.pt", weights_only=False)  # our own checkpoint
         self.groups, _ = state["groups"], self.rng.setstate(state["rng"])
+        if self.config.prs is not None and state.get("prs_rng") is not None:
+            self.config.prs.set_rng_state(state["prs_rng"])
         return len(self.groups)

@@ -137,6 +137,13 @@ class PRSGuard(StrictModel):
     def model_post_init(self, __context: Any) -> None:
         self._rng = torch.Generator().manual_seed(self.seed)
 
+    def rng_state(self) -> torch.Tensor:
+        """The state of this guard's draws (for checkpoints)."""
+        return self._rng.get_state()
+
+    def set_rng_state(self, state: torch.Tensor) -> None:
+        self._rng.set_state(state)
+
     def keep_probability(self, profiling_ratio: torch.Tensor) -> torch.Tensor:
         """``clip((PR - tau) / scale, 0, 1)``."""
         return ((profiling_ratio - self.tau) / self.scale).clamp(0.0, 1.0)
@@ -167,7 +174,8 @@ class PRSGuard(StrictModel):
         for t, ok in zip(turns, correct):
             value = t.info.get(ratio_key)
             if ok and value is None:
-                raise ValueError(f"correct turn has no info[{ratio_key!r}]; PRS needs the profiling ratio")
+                raise ValueError(f"correct turn has no info[{ratio_key!r}]; PRS needs the profiling ratio, which the "
+                                 f"evaluator measures only on GPUs (set buffer.prs only for GPU evaluation)")
             ratios.append(float("nan") if value is None else float(value))
         keep, metrics = self(torch.tensor(correct, dtype=torch.bool), torch.tensor(ratios, dtype=torch.float64))
         return keep.tolist(), metrics

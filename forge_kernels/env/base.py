@@ -28,8 +28,10 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from forge_kernels.config import StrictModel, format_validation_error
 from forge_kernels.env.prompts import ChatMessage
+from forge_kernels.registry import Registry
 
 __all__ = [
+    "ENVIRONMENTS",
     "Action",
     "EnvSpec",
     "EnvTask",
@@ -73,13 +75,17 @@ class Outcome:
     ``reward`` None means the *scorer* failed (not the policy): the sample is dropped from the
     group statistics instead of being punished. ``success`` is the environment's notion of a
     solved task (the default early-stop condition). ``info`` holds small picklable facts that
-    become ``Turn.info`` and metrics (for kernels: extracted, compiled, correct, fault, speedup).
+    become ``Turn.info`` (for kernels: fault, speedup, device). ``metrics`` are the scalars the
+    loops log for this turn — ``reward/<key>`` over a batch, ``turn/<k>/<key>`` per turn — so the
+    framework never needs to know what they mean (for kernels: extracted, compiled, correct,
+    fast_1, fast_1.5). A key some turns of a batch lack counts 0 for them.
     """
 
     reward: float | None
     success: bool
     feedback: str
     info: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 class Environment(ABC, Generic[TaskT]):
@@ -186,23 +192,15 @@ def _validate_config(name: str, config: dict[str, Any]) -> StrictModel:
                          + "\n".join(p.replace("  ", "    env.config.", 1) for p in problems)) from None
 
 
-_REGISTRY: dict[str, type[Environment]] = {}
 EnvT = TypeVar("EnvT", bound=type[Environment])
 
 
-def register_environment(name: str) -> Callable[[EnvT], EnvT]:
-    """Class decorator: make an environment selectable as ``env.name: <name>``."""
+def _check(cls: Any) -> str | None:
+    return None if isinstance(cls, type) and issubclass(cls, Environment) else f"needs an Environment subclass, got {cls!r}"
 
-    def add(cls: EnvT) -> EnvT:
-        if not (isinstance(cls, type) and issubclass(cls, Environment)):
-            raise TypeError(f"@register_environment({name!r}) needs an Environment subclass, got {cls!r}")
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"environment {name!r} is already registered (by {_REGISTRY[name].__qualname__})")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
 
-    return add
+def _named(name: str, cls: type[Environment]) -> None:
+    cls.name = name
 
 
 def _load_builtin_environments() -> None:
@@ -210,28 +208,23 @@ def _load_builtin_environments() -> None:
     importlib.import_module("forge_kernels.env.builtin")
 
 
+ENVIRONMENTS: Registry[type[Environment]] = Registry("environment", check=_check, on_register=_named,
+                                                     load_builtins=_load_builtin_environments)
+
+
+def register_environment(name: str) -> Callable[[EnvT], EnvT]:
+    """Class decorator: make an environment selectable as ``env.name: <name>``."""
+    return ENVIRONMENTS.register(name)  # type: ignore[return-value]
+
+
 def environment_names() -> list[str]:
     """Registered environment names."""
-    _load_builtin_environments()
-    return sorted(_REGISTRY)
+    return ENVIRONMENTS.names()
 
 
 def environment_class(name: str) -> type[Environment]:
     """The environment class for a registered ``name`` or a ``"package.module:ClassName"`` path."""
-    if ":" in name:
-        module, _, attr = name.partition(":")
-        try:
-            cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as e:
-            raise ValueError(f"env.name {name!r}: cannot import {attr!r} from module {module!r} ({e})") from e
-        if not (isinstance(cls, type) and issubclass(cls, Environment)):
-            raise ValueError(f"env.name {name!r} is {cls!r}, not an Environment subclass")
-        return cls
-    _load_builtin_environments()
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown environment {name!r}; registered: {', '.join(sorted(_REGISTRY))} "
-                         f"(or give 'package.module:ClassName')")
-    return _REGISTRY[name]
+    return ENVIRONMENTS.get(name, "env.name")
 
 
 def build_environment(spec: EnvSpec) -> Environment:

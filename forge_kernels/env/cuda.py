@@ -6,7 +6,7 @@
         tasks: {source: builtin, levels: [1]}             # or {source: kernelbench, path: ...}
         prompt: {one_shot: true}
         eval: {mode: embedded, options: {trials: 3, compile_timeout_s: 300}}   # or {mode: service, ...}
-        reward: {name: kernelgym}
+        reward_fn: {name: kernelgym}
 
 The model gets the reference module and writes a Python module whose ``ModelNew`` calls functions
 of an extension built with ``torch.utils.cpp_extension.load_inline`` (KernelBench's CUDA format).
@@ -28,7 +28,7 @@ from forge_kernels.config import StrictModel
 from forge_kernels.env.base import Outcome, register_environment
 from forge_kernels.env.kernel_eval import EmbeddedEvalConfig, EvalConfig, ServiceEvalConfig
 from forge_kernels.env.prompts import ChatMessage
-from forge_kernels.env.triton import TritonKernelEnv
+from forge_kernels.env.kernel import KernelEnv
 from forge_kernels.eval import EvalOptions, EvalResult
 from forge_kernels.tasks import Task, TaskSourceConfig
 from forge_kernels.tasks.loaders import BuiltinTasksConfig
@@ -151,16 +151,16 @@ def _cuda_eval() -> EmbeddedEvalConfig:
 
 
 @register_environment("cuda")
-class CudaKernelEnv(TritonKernelEnv):
+class CudaKernelEnv(KernelEnv):
     """Write ``ModelNew`` with CUDA kernels (``load_inline``) for a KernelBench-format reference module.
 
-    Everything but the prompt, the evaluation language and the feedback wording is the Triton
-    environment's: the same tasks, scorer (embedded or eval service), rewards and success rule.
+    Everything but the prompt, the evaluation language and the feedback wording is
+    :class:`~forge_kernels.env.kernel.KernelEnv`'s: the same tasks, scorer (embedded or eval service), rewards and success rule.
     """
 
     kernel_language = "CUDA"
 
-    class Config(TritonKernelEnv.Config):
+    class Config(KernelEnv.Config):
         tasks: TaskSourceConfig = BuiltinTasksConfig(levels=[1])
         prompt: CudaPromptConfig = CudaPromptConfig()  # type: ignore[assignment]
         eval: EvalConfig = Field(default_factory=_cuda_eval,

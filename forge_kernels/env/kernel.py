@@ -1,19 +1,12 @@
-"""The Triton kernel environment: KernelBench tasks, rewritten as Triton kernels, scored by the
-isolated evaluator.
-
-    env:
-      name: triton
-      config:
-        tasks: {source: builtin, levels: [1]}      # or {source: kernelbench, path: ...}
-        prompt: {one_shot: false}
-        eval: {mode: embedded, options: {trials: 1}} # or {mode: service, urls: [...]}
-        reward: {name: kernelgym}
-        success: {min_speedup: 1.0}                  # early stop: correct and >= 1.0x
+"""What every kernel environment shares: KernelBench-format tasks, a candidate ``ModelNew`` module
+extracted from the reply, scored by the isolated evaluator. The languages are thin subclasses:
+:class:`~forge_kernels.env.triton.TritonKernelEnv` (``name: triton``) and
+:class:`~forge_kernels.env.cuda.CudaKernelEnv` (``name: cuda``).
 
 ``parse_action`` extracts the ``ModelNew`` module (:func:`extract_code`); ``score`` evaluates it,
-applies the reward function and writes the feedback; ``Outcome.info`` holds the facts the GRPO
-metrics read (extracted, compiled, correct, fault, timing_available, speedup, speedup_vs_compile,
-eval_s, device).
+applies the reward function and writes the feedback; ``Outcome.info`` holds the evaluation's facts
+(extracted, compiled, correct, fault, timing_available, speedup, speedup_vs_compile,
+profiling_ratio, eval_s, device) and ``Outcome.metrics`` the scalars the loops log.
 """
 
 from __future__ import annotations
@@ -25,13 +18,14 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from forge_kernels.config import StrictModel
-from forge_kernels.env.base import Action, Environment, Outcome, register_environment
+from forge_kernels.env.base import Action, Environment, Outcome
 from forge_kernels.env.extraction import extract_code
 from forge_kernels.env.feedback import format_feedback
 from forge_kernels.env.kernel_eval import EmbeddedEvalConfig, EvalConfig, Scorer, build_scorer
 from forge_kernels.env.prompts import ChatMessage, PromptConfig, task_messages
 from forge_kernels.env.rewards import RewardConfig, compute_reward
 from forge_kernels.eval import EvalResult
+from forge_kernels.eval.results import is_fast
 from forge_kernels.metrics import Reduce, record_metric
 from forge_kernels.tasks import Task, TaskSourceConfig, load_tasks
 from forge_kernels.tasks.loaders import BuiltinTasksConfig
@@ -55,8 +49,22 @@ class SuccessConfig(StrictModel):
         return bool(result.timing_available and result.speedup is not None and result.speedup >= self.min_speedup)
 
 
+FAST_P = (1.0, 1.5)  # the fast_p thresholds logged as metrics when the evaluator times
+
+
+def kernel_metrics(result: EvalResult | None, extracted: bool) -> dict[str, float]:
+    """The scalars logged per turn (``reward/<key>``, ``turn/<k>/<key>``): extracted, compiled,
+    correct, and ``fast_<p>`` (:func:`~forge_kernels.eval.results.is_fast`) when it was timed."""
+    r = result
+    metrics = {"extracted": float(extracted), "compiled": float(bool(r and r.compiled)),
+               "correct": float(bool(r and r.correct))}
+    if r is not None and r.timing_available:
+        metrics.update({f"fast_{p:g}": float(is_fast(r.correct, r.speedup, p)) for p in FAST_P})
+    return metrics
+
+
 def kernel_info(result: EvalResult | None, extracted: bool) -> dict[str, Any]:
-    """Small, picklable facts of one evaluation for ``Turn.info`` and metrics."""
+    """Small, picklable facts of one evaluation for ``Turn.info``."""
     r = result
     return {
         "extracted": extracted,
@@ -66,26 +74,26 @@ def kernel_info(result: EvalResult | None, extracted: bool) -> dict[str, Any]:
         "timing_available": bool(r and r.timing_available),
         "speedup": None if r is None else r.speedup,
         "speedup_vs_compile": None if r is None else r.speedup_vs_compile,
+        "profiling_ratio": None if r is None else r.profiling_ratio,  # read by PRS (buffer.prs)
         "eval_s": 0.0 if r is None else r.wall_time_s,
         "device": None if r is None else r.device,
     }
 
 
-@register_environment("triton")
-class TritonKernelEnv(Environment[Task]):
-    """Write ``ModelNew`` with Triton kernels for a KernelBench-format reference module.
+class KernelEnv(Environment[Task]):
+    """Write ``ModelNew`` with kernels for a KernelBench-format reference module (not registered:
+    a language subclass sets ``kernel_language``, its prompt and its evaluation language).
 
-    Kernel environments in other languages subclass it (:class:`~forge_kernels.env.cuda.CudaKernelEnv`):
     ``kernel_language`` names the language in feedback, ``kernel_facts`` adds facts to ``Outcome.info``.
     """
 
-    kernel_language: ClassVar[str] = "Triton"
+    kernel_language: ClassVar[str] = ""
 
     class Config(StrictModel):
         tasks: TaskSourceConfig = BuiltinTasksConfig()
         prompt: PromptConfig = PromptConfig()
         eval: EvalConfig = EmbeddedEvalConfig()
-        reward: RewardConfig = RewardConfig()
+        reward_fn: RewardConfig = Field(default_factory=RewardConfig, description="the reward function of an evaluation (the reward actor's own settings are the top-level 'reward' section)")
         no_code_reward: float = Field(default=0.0, description="reward when no ModelNew module is found")
         feedback_chars: int = Field(default=2000, ge=100, description="feedback text is trimmed to this")
         success: SuccessConfig = SuccessConfig()
@@ -121,7 +129,7 @@ class TritonKernelEnv(Environment[Task]):
 
     def invalid_action_outcome(self, task: Task, action: Action) -> Outcome:
         info = {**kernel_info(None, extracted=False), "parse_failure": action.failure}
-        return Outcome(self.config.no_code_reward, False, action.message, info)
+        return Outcome(self.config.no_code_reward, False, action.message, info, kernel_metrics(None, extracted=False))
 
     async def score(self, task: Task, action: Action) -> Outcome:
         if self._scorer is None:
@@ -129,10 +137,10 @@ class TritonKernelEnv(Environment[Task]):
         result = await self._scorer.evaluate(task, action.content, self.config.eval.options)
         record_metric(f"eval/fault/{result.fault.value}", 1, Reduce.SUM)
         record_metric("eval/wall_s", result.wall_time_s)
-        return Outcome(reward=compute_reward(result, self.config.reward),
+        return Outcome(reward=compute_reward(result, self.config.reward_fn),
                        success=self.config.success.reached(result),
                        feedback=format_feedback(result, self.config.feedback_chars, self.kernel_language),
-                       info=self.kernel_facts(result))
+                       info=self.kernel_facts(result), metrics=kernel_metrics(result, extracted=True))
 
     def kernel_facts(self, result: EvalResult) -> dict[str, Any]:
         """``Outcome.info`` of an evaluated candidate: small picklable facts for turns and metrics."""

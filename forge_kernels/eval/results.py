@@ -177,3 +177,12 @@ class EvalResult(StrictModel):
     def hack_flags(self) -> list[HackFlag]:
         """The flags alone."""
         return [h.flag for h in self.hacks]
+
+
+def is_fast(correct: bool, speedup: float | None, p: float) -> bool:
+    """KernelBench's fast_p test of one sample: correct and more than ``p`` times faster than the
+    baseline. ``p = 0`` is correctness alone (every correct kernel has a positive speedup,
+    measured or not). The one definition the eval app's report and the training metrics use."""
+    if not correct:
+        return False
+    return p <= 0 or (speedup is not None and speedup > p)

@@ -1,23 +1,43 @@
-"""STTS: sequential test-time scaling with context management (Dr. Kernel).
+"""What each later turn's prompt holds: every earlier turn (training), or STTS's best few (test time).
 
-At test time an episode may run more turns than training used; feeding every earlier attempt back
-would outgrow the context. :class:`STTSContext` builds each turn's prompt from the first prompt plus
-the ``window`` highest-reward earlier turns (each: the model's reply and the feedback on it), kept in
-their original order. Ties go to the more recent turn. Token ids are reused, never re-tokenised:
-a turn's sampled ids and the boundary/feedback ids after it travel together.
+A :data:`ContextBuilder` turns the first prompt and the finished turns (:class:`Segment`: the
+model's sampled ids, the boundary/feedback ids after them, their reward) into the next prompt.
+Token ids are reused, never re-tokenised.
 
-Use it as the ``context`` of :func:`forge_kernels.env.multiturn.run_episodes`;
-:func:`forge_kernels.env.turn_metrics.turn_summary` reports last-turn and best-so-far results.
+* :func:`full_context` chains every turn, so turn ``k``'s prompt is turn ``k-1``'s whole sequence
+  plus the boundary — one training row holds the whole episode (what GRPO uses).
+* :class:`STTSContext` — sequential test-time scaling with context management (Dr. Kernel): at
+  test time an episode may run more turns than training used, and feeding every earlier attempt
+  back would outgrow the context; it keeps the first prompt plus the ``window`` highest-reward
+  earlier turns, in their original order (ties go to the more recent turn).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from forge_kernels.env.multiturn import Segment
+__all__ = ["ContextBuilder", "STTSContext", "Segment", "full_context", "select_turns"]
 
-__all__ = ["STTSContext", "select_turns"]
+
+@dataclass
+class Segment:
+    """One finished turn as context material: its sampled ids, the boundary after it, its reward."""
+
+    sampled_ids: list[int]
+    boundary_ids: list[int]
+    reward: float
+
+
+ContextBuilder = Callable[[list[int], list[Segment]], list[int]]
+
+
+def full_context(initial_ids: list[int], segments: list[Segment]) -> list[int]:
+    """Every turn in order: the prefix-chained conversation training uses."""
+    ids = list(initial_ids)
+    for s in segments:
+        ids += s.sampled_ids + s.boundary_ids
+    return ids
 
 
 def select_turns(rewards: Sequence[float], window: int) -> list[int]:
@@ -30,7 +50,7 @@ def select_turns(rewards: Sequence[float], window: int) -> list[int]:
 
 @dataclass(frozen=True)
 class STTSContext:
-    """A :data:`~forge_kernels.env.multiturn.ContextBuilder`: first prompt + best ``window`` turns."""
+    """A :data:`ContextBuilder`: the first prompt + the best ``window`` earlier turns."""
 
     window: int = 4
 

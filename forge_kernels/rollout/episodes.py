@@ -1,50 +1,36 @@
-"""Multi-turn episodes: generate, score, show the feedback, generate again — for a whole group at once.
+"""The one episode driver: ``n`` episodes of one task from a shared first prompt, turn by turn.
 
-:func:`run_episodes` drives ``n`` episodes of one task turn by turn. Each turn it asks for one
-completion per still-active episode in a single ``generate`` call, scores them in a single
-``score`` call, and for episodes that go on, appends the template's boundary ids and the
-environment's feedback message (ids from :class:`TurnBackend.continue_turns`) to build the next
-prompt. An episode stops when
+:func:`run_episodes` samples the ``n`` first turns with one ``generate(prompt, n)`` call (an engine
+shares the prompt's prefill), scores them in one ``score`` call and — for episodes that go on —
+appends the boundary and the environment's feedback (ids from
+:meth:`TurnBackend.continue_turns`) to build each next prompt; later turns ask for one completion
+per still-active episode, again in one call. A single-turn episode is ``max_turns: 1``. An
+episode stops when
 
 * the environment says it is done (``stop_on: done``, i.e. ``env.is_done``; ``never`` ignores it),
 * it has ``max_turns`` turns,
 * the next prompt plus ``response_tokens`` would exceed ``max_context_tokens``, or
 * the scorer failed (reward ``None``: there is no feedback worth showing).
 
-The next prompt is chosen by a :data:`ContextBuilder`: :func:`full_context` (the default, and what
-training uses) chains every turn, so turn ``k``'s prompt is turn ``k-1``'s whole sequence plus the
-boundary — one training row holds the whole episode; :class:`forge_kernels.env.stts.STTSContext`
-keeps the first prompt and the best earlier turns only (test time).
-
-The backend is three async calls, so the same driver runs inside the GRPO app (actors) and the
-eval app (an engine and an environment in-process; :class:`EnvTurnFeedback` implements the
-feedback side for any :class:`~forge_kernels.env.base.Environment`).
+The next prompt comes from a :data:`~forge_kernels.rollout.context.ContextBuilder` (every turn by
+default; STTS at test time). The same driver runs in the GRPO app (over actors) and in the eval
+app and benches (in process): only the backend differs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import Field
 
 from forge_kernels.config import StrictModel
-from forge_kernels.env.base import Environment, Outcome
-from forge_kernels.env.conversation import ConversationTokens
+from forge_kernels.env.base import Outcome
+from forge_kernels.rollout.backend import TurnBackend
+from forge_kernels.rollout.context import ContextBuilder, Segment, full_context
 from forge_kernels.types import Completion, Episode, Turn
 
-__all__ = [
-    "ContextBuilder",
-    "Continuation",
-    "EnvTurnFeedback",
-    "EpisodeState",
-    "Segment",
-    "TurnBackend",
-    "TurnsConfig",
-    "full_context",
-    "run_episodes",
-]
+__all__ = ["EpisodeState", "TurnsConfig", "run_episodes", "turn_from_outcome"]
 
 StopOn = Literal["done", "never"]
 
@@ -57,68 +43,6 @@ class TurnsConfig(StrictModel):
         default=None, ge=1, description="stop before a turn whose prompt + response budget would exceed this")
     stop_on: StopOn = Field(default="done", description="'done': stop when env.is_done (default: solved); "
                                                         "'never': always run max_turns")
-
-
-@dataclass
-class Continuation:
-    """What follows one scored turn: whether the environment is done, and the ids that open the
-    next turn (boundary + feedback message + assistant opening)."""
-
-    done: bool
-    boundary_ids: list[int]
-
-
-@dataclass
-class Segment:
-    """One finished turn as context material: its sampled ids, the boundary after it, its reward."""
-
-    sampled_ids: list[int]
-    boundary_ids: list[int]
-    reward: float
-
-
-ContextBuilder = Callable[[list[int], list[Segment]], list[int]]
-
-
-def full_context(initial_ids: list[int], segments: list[Segment]) -> list[int]:
-    """Every turn in order: the prefix-chained conversation training uses."""
-    ids = list(initial_ids)
-    for s in segments:
-        ids += s.sampled_ids + s.boundary_ids
-    return ids
-
-
-class TurnBackend(Protocol):
-    """What :func:`run_episodes` needs: a policy, a scorer, and the environment's feedback."""
-
-    async def generate(self, prompts: list[list[int]]) -> list[Completion]:
-        """One completion per prompt, in order."""
-        ...
-
-    async def score(self, task: Any, completions: list[Completion]) -> list[Outcome]:
-        """One outcome per completion, in order."""
-        ...
-
-    async def continue_turns(self, task: Any, completions: list[Completion],
-                             outcomes: list[Outcome]) -> list[Continuation]:
-        """One continuation per (completion, outcome)."""
-        ...
-
-
-class EnvTurnFeedback:
-    """The feedback side of a backend for an in-process environment and tokenizer."""
-
-    def __init__(self, env: Environment, conversation: ConversationTokens) -> None:
-        self.env, self.conversation = env, conversation
-
-    def continue_turns(self, task: Any, completions: Sequence[Completion],
-                       outcomes: Sequence[Outcome]) -> list[Continuation]:
-        """``env.is_done`` and the boundary ids for ``env.feedback_message`` of each outcome."""
-        if len(completions) != len(outcomes):
-            raise ValueError(f"{len(completions)} completions but {len(outcomes)} outcomes")
-        return [Continuation(self.env.is_done(task, o),
-                             self.conversation.boundary_ids(c.token_ids, self.env.feedback_message(task, o)))
-                for c, o in zip(completions, outcomes)]
 
 
 @dataclass
@@ -137,8 +61,11 @@ class EpisodeState:
         return self.stop_reason is None
 
 
-def _turn_info(outcome: Outcome, turn: int) -> dict[str, Any]:
-    return {**outcome.info, "turn": turn, "success": outcome.success, "reward_valid": outcome.reward is not None}
+def turn_from_outcome(completion: Completion, outcome: Outcome, index: int) -> Turn:
+    """The :class:`Turn` of one scored completion (a failed scorer's reward counts 0, marked invalid)."""
+    return Turn(completion, reward=outcome.reward or 0.0, feedback=outcome.feedback, info=dict(outcome.info),
+                index=index, success=outcome.success, reward_valid=outcome.reward is not None,
+                metrics=dict(outcome.metrics))
 
 
 async def run_episodes(
@@ -156,26 +83,29 @@ async def run_episodes(
     """``n`` episodes of ``task`` from the same first prompt, turns driven in lock step.
 
     ``response_tokens`` is the generation budget per turn (``sampling.max_tokens``), used with
-    ``turns.max_context_tokens``. Returned episodes carry ``info["stop_reason"]`` on their last
-    turn; episode ids are ``f"{group_id}-{i}"``.
+    ``turns.max_context_tokens``. Episode ids are ``f"{group_id}-{i}"``; each episode's
+    ``stop_reason`` says why it ended.
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    if not initial_ids:
-        raise ValueError("initial_ids is empty: the first prompt needs at least one token")
+    if not initial_ids and turns.max_turns > 1:
+        raise ValueError("initial_ids is empty: a multi-turn episode's first prompt needs at least one token")
     states = [EpisodeState(f"{group_id}-{i}", list(initial_ids), next_prompt=list(initial_ids)) for i in range(n)]
     for k in range(1, turns.max_turns + 1):
         active = [s for s in states if s.active]
         if not active:
             break
-        completions = await backend.generate([s.next_prompt for s in active])
+        if k == 1:  # one prompt, n samples
+            completions = await backend.generate([list(initial_ids)], n)
+        else:
+            completions = await backend.generate([s.next_prompt for s in active], 1)
         if len(completions) != len(active):
-            raise RuntimeError(f"generate returned {len(completions)} completions for {len(active)} prompts")
+            raise RuntimeError(f"generate returned {len(completions)} completions for {len(active)} episodes")
         outcomes = await backend.score(task, completions)
         if len(outcomes) != len(active):
             raise RuntimeError(f"score returned {len(outcomes)} outcomes for {len(completions)} completions")
         for s, c, o in zip(active, completions, outcomes):
-            s.turns.append(Turn(c, reward=o.reward or 0.0, feedback=o.feedback, info=_turn_info(o, k)))
+            s.turns.append(turn_from_outcome(c, o, k))
             if o.reward is None:
                 s.stop_reason = "scorer_failed"
             elif k == turns.max_turns:
@@ -194,9 +124,5 @@ async def run_episodes(
             limit = turns.max_context_tokens
             if limit is not None and len(s.next_prompt) + response_tokens > limit:
                 s.stop_reason = "context_limit"
-    episodes = []
-    for s in states:
-        s.turns[-1].info["stop_reason"] = s.stop_reason
-        episodes.append(Episode(s.episode_id, group_id, task_name or getattr(task, "name", str(task)), s.turns))
-    return episodes
-
+    name = task_name or getattr(task, "name", str(task))
+    return [Episode(s.episode_id, group_id, name, s.turns, stop_reason=s.stop_reason) for s in states]
