@@ -3,9 +3,9 @@ and best over turns, optionally with STTS context management.
 
 For each ``--checkpoint``, ``--samples`` episodes per task run up to ``--turns`` turns (the
 evaluator's feedback opens each next turn; an episode stops once its kernel is correct), through
-:func:`forge_kernels.env.multiturn.run_episodes` with the transformers engine in this process.
+:func:`forge_kernels.rollout.run_episodes` with the transformers engine in this process.
 The environment, sampling and tasks come from a GRPO config (``--config``), so the prompts match
-training. Prints one JSON line: per checkpoint, :func:`forge_kernels.env.turn_metrics.turn_summary`
+training. Prints one JSON line: per checkpoint, :func:`forge_kernels.rollout.turn_summary`
 (``turn/1/correct`` is the single-turn pass rate, ``best/correct`` the best over turns).
 
     python -m bench.multiturn_passrate --config configs/grpo_demo_multiturn.yaml \\
@@ -32,10 +32,14 @@ from apps.grpo.config import GRPOConfig  # noqa: E402
 from forge_kernels.config import load_config  # noqa: E402
 from forge_kernels.env.base import build_environment  # noqa: E402
 from forge_kernels.env.conversation import ConversationTokens  # noqa: E402
-from forge_kernels.env.local_backend import LocalTurnBackend  # noqa: E402
-from forge_kernels.env.multiturn import TurnsConfig, full_context, run_episodes  # noqa: E402
-from forge_kernels.env.stts import STTSContext  # noqa: E402
-from forge_kernels.env.turn_metrics import turn_summary  # noqa: E402
+from forge_kernels.rollout import (  # noqa: E402
+    LocalTurnBackend,
+    STTSContext,
+    TurnsConfig,
+    full_context,
+    run_episodes,
+    turn_summary,
+)
 
 
 async def measure(cfg: GRPOConfig, checkpoint: str, turns: TurnsConfig, samples: int, stts_window: int | None) -> dict:
@@ -43,13 +47,13 @@ async def measure(cfg: GRPOConfig, checkpoint: str, turns: TurnsConfig, samples:
     engine = HFGenerationEngine(load_model(checkpoint), tokenizer)
     sampling = cfg.generator.sampling
 
-    async def generate(prompts: list[list[int]]):
-        return await asyncio.to_thread(engine.generate, prompts, 1, sampling)
+    async def generate(prompts: list[list[int]], n: int):
+        return await asyncio.to_thread(engine.generate, prompts, n, sampling)
 
     env = build_environment(cfg.env)
     await env.setup()
     try:
-        backend = LocalTurnBackend(generate, env, ConversationTokens(tokenizer))
+        backend = LocalTurnBackend.for_environment(generate, env, ConversationTokens(tokenizer))
         context = full_context if stts_window is None else STTSContext(stts_window)
         start = time.perf_counter()
         groups = await asyncio.gather(*(
@@ -63,7 +67,7 @@ async def measure(cfg: GRPOConfig, checkpoint: str, turns: TurnsConfig, samples:
     summary = {k: round(v, 4) for k, v in turn_summary(episodes).items()}
     per_task = {g[0].task_name: f"{sum(any(t.info.get('correct') for t in ep.turns) for ep in g)}/{len(g)}"
                 for g in groups}
-    stops = Counter(str(ep.turns[-1].info.get("stop_reason")) for ep in episodes)
+    stops = Counter(str(ep.stop_reason) for ep in episodes)
     return {"checkpoint": checkpoint, **summary, "best_per_task": per_task, "stop_reasons": dict(stops),
             "generated_tokens": backend.generated_tokens, "wall_s": round(wall, 1)}
 

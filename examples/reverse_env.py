@@ -61,4 +61,5 @@ class ReverseWordEnv(Environment[WordTask]):
         similarity = difflib.SequenceMatcher(None, action.content, task.answer).ratio()
         reward = 1.0 if exact else (similarity if self.config.partial_credit else 0.0)
         feedback = "Correct." if exact else f"Not quite: {action.content!r} is not {task.word!r} reversed."
-        return Outcome(reward, exact, feedback, {"correct": exact, "similarity": similarity})
+        return Outcome(reward, exact, feedback, {"similarity": similarity},
+                       metrics={"correct": float(exact), "similarity": similarity})  # logged as reward/<key>

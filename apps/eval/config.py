@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from actors.generator import Generator
 from forge_kernels.config import StrictModel
 from forge_kernels.env.base import EnvSpec
-from forge_kernels.env.multiturn import TurnsConfig
+from forge_kernels.rollout.episodes import TurnsConfig
 from apps.eval.report import DEFAULT_FAST_P
 from forge_kernels.models.tiny import TinyModelConfig
 

@@ -22,13 +22,13 @@ from actors.reward import RewardActor
 from forge_kernels.config import ConfigError, run_app, run_to_exit
 from forge_kernels.env.base import Environment, build_environment
 from forge_kernels.env.conversation import ConversationTokens
-from forge_kernels.env.multiturn import EnvTurnFeedback
+from forge_kernels.rollout import EnvTurnFeedback
 from forge_kernels.runtime import ActorCallError, ActorDiedError, RuntimeConfig, shutdown, spawn
 
 from apps.eval.config import EvalAppConfig
 from apps.eval.output import build_report, format_table, plot_turns, write_report
 from apps.eval.policy import GeneratorPolicy, Policy, SolutionsPolicy, resolve_model_path
-from apps.eval.rollout import EpisodeFn, EvalRun, multi_turn_episodes, run_all, single_turn_episodes
+from apps.eval.rollout import EvalRun, episode_fn, run_all
 
 __all__ = ["EvalFailed", "main", "run"]
 
@@ -71,13 +71,8 @@ async def run(cfg: EvalAppConfig) -> dict[str, Any]:
         policy, prompts, feedback = await start_policy(cfg, env, tasks)
         reward = await spawn(RewardActor, {"env": cfg.env.model_dump(), "max_concurrency": cfg.eval_concurrency},
                              RuntimeConfig(backend="local"))
-        episode_fn: EpisodeFn
-        if cfg.turns.max_turns == 1:
-            episode_fn = single_turn_episodes(policy, reward, evaluated)
-        else:
-            assert feedback is not None  # the config refuses solutions with several turns
-            episode_fn = multi_turn_episodes(cfg, policy, reward, feedback, evaluated)
-        await run_all(tasks, prompts, cfg.samples_per_task, episode_fn, evaluated, cfg.max_concurrent_tasks)
+        episodes = episode_fn(cfg, policy, reward, feedback, evaluated)  # solutions: single-turn, no feedback
+        await run_all(tasks, prompts, cfg.samples_per_task, episodes, evaluated, cfg.max_concurrent_tasks)
     except (ActorCallError, ActorDiedError) as err:
         raise EvalFailed(f"evaluation stopped: {err}") from err
     finally:
@@ -85,7 +80,7 @@ async def run(cfg: EvalAppConfig) -> dict[str, Any]:
             if policy is not None:
                 await policy.close()
             if reward is not None:
-                await asyncio.wait_for(reward.close.call_one(), 30)
+                await asyncio.wait_for(reward.close.one(), 30)
         await shutdown()
     report = build_report(cfg, evaluated, policy.name, time.monotonic() - start)
     report["report_path"] = str(write_report(cfg, report))

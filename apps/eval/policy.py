@@ -64,10 +64,10 @@ class GeneratorPolicy:
         return cls(handle, gen.engine, model_path)
 
     async def generate(self, task: Any, prompts: list[list[int]], n: int) -> list[Completion]:
-        return await self.handle.generate.call_one(prompts, n)
+        return await self.handle.generate.one(prompts, n)
 
     async def close(self) -> None:
-        await self.handle.close.call_one()
+        await self.handle.close.one()
 
 
 class SolutionsPolicy:

@@ -34,6 +34,7 @@ from typing import Literal
 from pydantic import Field
 
 from forge_kernels.config import StrictModel
+from forge_kernels.eval.results import is_fast
 
 __all__ = [
     "DEFAULT_FAST_P",
@@ -112,15 +113,6 @@ def geometric_mean(values: Iterable[float]) -> float | None:
     return math.exp(sum(logs) / len(logs)) if logs else None
 
 
-def _is_fast(record: SampleRecord, p: float, baseline: Baseline) -> bool:
-    if not record.correct:
-        return False
-    speedup = record.speedup_against(baseline)
-    if p <= 0:  # every correct kernel has a positive speedup, measured or not
-        return True
-    return speedup is not None and speedup > p
-
-
 def fast_p(by_task: dict[str, list[SampleRecord]], p: float, baseline: Baseline = "eager",
            aggregate: Literal["per_sample", "best_of_n"] = "per_sample") -> float | None:
     """KernelBench's fast_p over tasks (see the module docstring); None when unknowable."""
@@ -133,7 +125,7 @@ def fast_p(by_task: dict[str, list[SampleRecord]], p: float, baseline: Baseline 
         return None
     per_task = []
     for records in by_task.values():
-        hits = [_is_fast(r, p, baseline) for r in records]
+        hits = [is_fast(r.correct, r.speedup_against(baseline), p) for r in records]
         per_task.append(float(any(hits)) if aggregate == "best_of_n" else sum(hits) / len(hits))
     return sum(per_task) / len(per_task)
 

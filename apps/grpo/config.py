@@ -17,7 +17,7 @@ from actors.trainer import Trainer
 from forge_kernels.checkpoint import CheckpointConfig
 from forge_kernels.config import StrictModel
 from forge_kernels.env.base import EnvSpec
-from forge_kernels.env.multiturn import TurnsConfig
+from forge_kernels.rollout.episodes import TurnsConfig
 from forge_kernels.metrics import MetricsConfig
 from forge_kernels.models.real_shapes import RealShapeName
 from forge_kernels.models.tiny import TinyModelConfig

@@ -4,51 +4,45 @@
     python -m apps.grpo.main --config configs/grpo_tiny.yaml mode=sync steps=5 runtime.backend=monarch
     python -m apps.grpo.main --config configs/grpo_tiny.yaml model.path=runs/sft/final
 
+``continuous_rollouts``: sample a task, roll out a group of episodes (single- or multi-turn, one
+driver: :func:`forge_kernels.rollout.run_episodes`), add reference logprobs, put the group in the
+buffer — forever, pausing while the buffer is full. ``continuous_training``: take a batch of
+groups trainable at the current version, compute advantages, take an optimiser step, publish the
+weights and have the generator load them in the background (generation pauses only for the copy).
+``synchronous_steps``: the same pieces, one phase after the other (``mode: sync``).
 See docs/grpo.md for the YAML keys and the metrics written per step.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import json
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors.advantages import ComputeAdvantages
-from actors.dataset import DatasetActor
-from actors.generator import Generator
-from actors.reference import ReferenceModel
-from actors.replay_buffer import ReplayBuffer
-from actors.reward import RewardActor
-from actors.trainer import Trainer
 from forge_kernels.checkpoint import CheckpointWriter, complete_checkpoints, find_resume_point
-from forge_kernels.config import ConfigError, run_app, run_to_exit
+from forge_kernels.config import run_app, run_to_exit
 from forge_kernels.metrics import ConsoleBackendConfig, MetricLogger, Reduce, get_collector, record_metric
-from forge_kernels.runtime import Actor, ActorCallError, ActorDiedError, shutdown, spawn
-from forge_kernels.distributed import free_port
+from forge_kernels.rollout import ActorTurnBackend, TurnsConfig, batch_metrics, run_episodes, turn_summary
+from forge_kernels.runtime import Actor, ActorCallError, ActorDiedError, collect_metric_states, shutdown
 from forge_kernels.runtime.placement import place_actors
 from forge_kernels.store import build_store
+from forge_kernels.types import Episode
 
+from apps.grpo.actors import Actors, spawn_actors
+from apps.grpo.checkpointing import restore, run_fingerprint, save_checkpoint
 from apps.grpo.config import GRPOConfig
-from apps.grpo.loops import (
-    Actors,
-    LoopState,
-    StepRunner,
-    call,
-    call_all,
-    call_trainer,
-    continuous_rollouts,
-    continuous_training,
-    synchronous_steps,
-)
 from apps.grpo.model_init import resolve_model_path
 
-__all__ = ["GRPOFailed", "PROGRESS_KEYS", "main", "run", "run_recovering"]
+__all__ = ["GRPOFailed", "LoopState", "PROGRESS_KEYS", "continuous_rollouts", "continuous_training", "main",
+           "rollout_group", "run", "run_recovering", "synchronous_steps"]
 
 log = logging.getLogger("apps.grpo")
+POLL_S = 0.02
+SINGLE_TURN = TurnsConfig(max_turns=1)
 
 # the per-step progress line (console backends that name no keys of their own)
 PROGRESS_KEYS = [
@@ -65,80 +59,179 @@ class GRPOFailed(RuntimeError):
         self.history = history or []
 
 
-def actor_class(cfg: GRPOConfig, name: str, default: type[Actor],
-                overrides: Mapping[str, type[Actor]] | None = None) -> type[Actor]:
-    """``default``, or the subclass named by ``actor_classes.<name>`` (or given in ``overrides``)."""
-    cls: Any = (overrides or {}).get(name)
-    if cls is None and name in cfg.actor_classes:
-        spec = cfg.actor_classes[name]
-        module, _, attr = spec.partition(":")
-        if not module or not attr:
-            raise ConfigError(f"actor_classes.{name}={spec!r}: expected 'package.module:ClassName'")
+@dataclass
+class LoopState:
+    """What the loops share in the controller."""
+
+    version: int = 0  # the trainer's policy version
+    generated_tokens: int = 0
+    groups_in_flight: int = 0  # being rolled out right now
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    history: list[dict[str, float]] = field(default_factory=list)  # flushed scalars, one per step
+
+
+# ---------------------------------------------------------------------------------------- rollouts
+async def rollout_group(actors: Actors, cfg: GRPOConfig, state: LoopState) -> list[Episode]:
+    """One group: ``group_size`` episodes of one task from its shared first prompt, scored, with
+    reference logprobs when a reference model runs."""
+    start = time.monotonic()
+    sample = await actors.dataset.sample.one(state.version)
+    backend = ActorTurnBackend(actors.generator, actors.reward, actors.dataset)
+    episodes = await run_episodes(sample.task, sample.prompt_ids, cfg.rollout.group_size, backend,
+                                  cfg.rollout.turns or SINGLE_TURN, group_id=sample.group_id,
+                                  task_name=sample.task.name, response_tokens=cfg.generator.sampling.max_tokens)
+    state.generated_tokens += backend.generated_tokens
+    if actors.reference is not None:
+        refs = await actors.reference.episode_logprobs.one(episodes)
+        for ep, ref in zip(episodes, refs, strict=True):
+            ep.ref_logprobs = ref
+    for ep in episodes:
+        record_metric(f"rollout/stop/{ep.stop_reason}", 1, Reduce.SUM)
+    record_metric("perf/rollout_group_s", time.monotonic() - start)
+    return episodes
+
+
+async def continuous_rollouts(actors: Actors, cfg: GRPOConfig, state: LoopState) -> None:
+    """Produce groups until told to stop; wait while buffered + in-flight groups reach the limit
+    (each group produced beyond what training consumes only ages in the buffer)."""
+    while not state.stop.is_set():
+        if await actors.buffer.num_groups.one() + state.groups_in_flight >= cfg.rollout.buffered_limit:
+            await asyncio.sleep(POLL_S)
+            continue
+        state.groups_in_flight += 1
         try:
-            cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as err:
-            raise ConfigError(f"actor_classes.{name}={spec!r} cannot be imported: {err}") from None
-    if cls is None:
-        return default
-    if not (isinstance(cls, type) and issubclass(cls, default)):
-        raise ConfigError(f"actor_classes.{name}: {cls!r} is not a subclass of {default.__name__}")
-    return cls
+            group = await rollout_group(actors, cfg, state)
+        finally:
+            state.groups_in_flight -= 1
+        await actors.buffer.add.one(group)
 
 
-async def spawn_actors(cfg: GRPOConfig, model_path: str,
-                       classes: Mapping[str, type[Actor]] | None = None) -> Actors:
-    """Spawn every actor with its YAML section, the shared model path, store and environment."""
-    shared = {"model_path": model_path}
-    loss = cfg.trainer.loss
-    specs = {
-        "dataset": (DatasetActor, cfg.dataset.model_copy(update={**shared, "env": cfg.env})),
-        "generator": (Generator, cfg.generator.model_copy(update={**shared, "store": cfg.store})),
-        "reward": (RewardActor, cfg.reward.model_copy(update={"env": cfg.env})),
-        "advantages": (ComputeAdvantages, cfg.advantages.model_copy(update={"estimator": loss.advantage_estimator})),
-        "buffer": (ReplayBuffer, cfg.buffer),
-        "trainer": (Trainer, cfg.trainer.model_copy(update={
-            **shared, "store": cfg.store,
-            "master_port": cfg.trainer.master_port or (free_port() if cfg.runtime_for("trainer").procs > 1 else None)})),
-    }
-    if cfg.reference_enabled:
-        specs["reference"] = (ReferenceModel, cfg.reference.model_copy(
-            update={**shared, "temperature": loss.temperature}))
-    names = list(specs)
-    # a subclass's Config may add fields (with defaults): the section is re-validated into it
-    resolved = {name: actor_class(cfg, name, cls, classes) for name, (cls, _) in specs.items()}
-    handles = await asyncio.gather(*(
-        spawn(resolved[name], conf.model_dump(), cfg.runtime_for(name)) for name, (_, conf) in specs.items()
-    ))
-    return Actors(**dict(zip(names, handles)))
+async def next_batch(actors: Actors, cfg: GRPOConfig, state: LoopState) -> list[Episode]:
+    """The episodes of ``groups_per_step`` groups trainable at the current version (waits for them)."""
+    while (groups := await actors.buffer.sample.one(cfg.rollout.groups_per_step, state.version)) is None:
+        await asyncio.sleep(POLL_S)
+    return [ep for group in groups for ep in group]
 
 
-async def run_recovering(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None) -> list[dict[str, float]]:
-    """:func:`run`, and when an actor's process dies mid-run, run again from the newest checkpoint
-    (up to ``trainer.max_restarts`` times; needs ``checkpoint.interval``). Returns the metrics of
-    every step, each once. A failure that is not a death, or one beyond the budget, is raised."""
-    history: list[dict[str, float]] = []
-    restarts = 0
-    while True:
-        attempt_cfg = cfg if restarts == 0 else cfg.model_copy(update={"resume": "auto"})
-        point = find_resume_point(attempt_cfg.resume, cfg.checkpoint_dir, run_fingerprint(cfg, resolve_model_path(cfg)))
-        start = 0 if point is None else point.step + 1
-        try:
-            rows = await run(attempt_cfg, classes, restarts=restarts)
-            return history[:start] + rows if restarts else rows
-        except GRPOFailed as err:
-            died = isinstance(err.__cause__, ActorDiedError)
-            if not died or cfg.checkpoint.interval is None or restarts >= cfg.trainer.max_restarts \
-                    or not complete_checkpoints(cfg.checkpoint_dir):
-                if died and restarts >= cfg.trainer.max_restarts:
-                    raise GRPOFailed(f"{err} (after {restarts} recoveries: trainer.max_restarts="
-                                     f"{cfg.trainer.max_restarts})") from err.__cause__
-                raise
-            history = history[:start] + err.history
-            restarts += 1
-            log.warning("an actor died (%s); recovery %d/%d: resuming from the newest checkpoint",
-                        err.__cause__, restarts, cfg.trainer.max_restarts)
+# ---------------------------------------------------------------------------------------- training
+class WeightSync:
+    """Publishes each new version and has the generators load it in the background; at most one
+    load is in flight (the previous version must be loaded before the next is published)."""
+
+    def __init__(self, actors: Actors) -> None:
+        self.actors = actors
+        self.loading: asyncio.Task[Any] | None = None
+
+    async def publish(self, version: int) -> None:
+        await self.finish()
+        await self.actors.trainer.push_weights.one(version)  # every trainer rank takes part
+        self.loading = asyncio.ensure_future(self.actors.generator.update_weights.all(version))
+
+    async def finish(self) -> None:
+        """Wait until the generators hold the last published version."""
+        if self.loading is not None:
+            task, self.loading = self.loading, None
+            await task
+
+    async def abandon(self) -> None:
+        """Cancel a load still in flight (the run is failing or interrupted)."""
+        if self.loading is not None:
+            self.loading.cancel()
+            await asyncio.gather(self.loading, return_exceptions=True)
+            self.loading = None
 
 
+class StepRunner:
+    """One training step, shared by both modes: :meth:`optimise`, publish the weights, :meth:`log`,
+    and a checkpoint every ``checkpoint.interval`` steps."""
+
+    def __init__(self, actors: Actors, cfg: GRPOConfig, state: LoopState, logger: MetricLogger,
+                 checkpoint: Callable[[int], Awaitable[None]] | None = None) -> None:
+        self.actors, self.cfg, self.state, self.logger = actors, cfg, state, logger
+        self.checkpoint = checkpoint
+        self.weights = WeightSync(actors)
+        self._last, self._last_tokens = time.monotonic(), 0
+
+    async def train(self, step: int, episodes: list[Episode]) -> None:
+        await self.optimise(episodes)
+        await self.weights.publish(self.state.version)
+        await self.log(step)
+        interval = self.cfg.checkpoint.interval
+        if self.checkpoint is not None and interval is not None and (
+                (step + 1) % interval == 0 or step + 1 == self.cfg.steps):
+            await self.weights.finish()  # the generators are at this version when the state is taken
+            start = time.monotonic()
+            await self.checkpoint(step)
+            record_metric("perf/checkpoint_s", time.monotonic() - start)  # logged with the next step
+
+    async def optimise(self, episodes: list[Episode]) -> None:
+        """Advantages, the episodes' reward metrics, one optimiser step: a new policy version."""
+        episodes = await self.actors.advantages.compute.one(episodes)
+        for key, values in batch_metrics(episodes).items():
+            for value in values:
+                record_metric(key, value)
+        if self.cfg.rollout.turns is not None:
+            for key, value in turn_summary(episodes).items():
+                record_metric(key, value)
+        start = time.monotonic()
+        metrics = await self.actors.trainer.train_step.one(episodes)
+        record_metric("perf/train_step_s", time.monotonic() - start)
+        for key, value in metrics.items():
+            record_metric(key, value, Reduce.MAX if key.endswith("_max") else Reduce.MEAN)
+        self.state.version += 1
+
+    async def log(self, step: int) -> None:
+        now = time.monotonic()
+        record_metric("perf/gen_tokens_per_s", (self.state.generated_tokens - self._last_tokens) / max(now - self._last, 1e-9))
+        record_metric("perf/step_s", now - self._last)
+        self._last, self._last_tokens = now, self.state.generated_tokens
+        self.state.history.append(self.logger.flush(step, await collect_metric_states(*self.actors.all())))
+
+
+async def continuous_training(runner: StepRunner, start: int = 0) -> None:
+    """Optimiser steps ``start`` .. ``steps - 1`` on batches from the buffer, then stop the rollouts."""
+    try:
+        for step in range(start, runner.cfg.steps):
+            await runner.train(step, await next_batch(runner.actors, runner.cfg, runner.state))
+        await runner.weights.finish()
+    finally:
+        runner.state.stop.set()
+
+
+async def synchronous_steps(runner: StepRunner, start: int = 0) -> None:
+    """Generate a batch at the current version, then train on it: no overlap, staleness 0."""
+    actors, cfg, state = runner.actors, runner.cfg, runner.state
+    for step in range(start, cfg.steps):
+        await runner.weights.finish()
+        while (missing := cfg.rollout.groups_per_step - await actors.buffer.num_groups.one()) > 0:
+            for group in await asyncio.gather(*(rollout_group(actors, cfg, state) for _ in range(missing))):
+                await actors.buffer.add.one(group)
+        await runner.train(step, await next_batch(actors, cfg, state))
+    await runner.weights.finish()
+
+
+async def overlapped_steps(runner: StepRunner, start: int = 0) -> None:
+    """``rollout.loops`` rollout loops and the training loop at once; the first failure cancels all."""
+    actors, cfg, state = runner.actors, runner.cfg, runner.state
+    tasks = [asyncio.create_task(continuous_rollouts(actors, cfg, state), name=f"continuous_rollouts[{i}]")
+             for i in range(cfg.rollout.loops)]
+    trainer = asyncio.create_task(continuous_training(runner, start), name="continuous_training")
+    tasks.append(trainer)
+    try:
+        while not trainer.done():
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: t is not trainer):  # the trainer's outcome first
+                if task.exception() is not None:
+                    raise task.exception()
+                if task is not trainer and not state.stop.is_set():
+                    raise GRPOFailed(f"{task.get_name()} ended before training finished")
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# ---------------------------------------------------------------------------------------- the run
 async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None,
               restarts: int = 0) -> list[dict[str, float]]:
     """Run the app; returns the flushed metrics of every step (of this invocation: a resumed run
@@ -168,33 +261,28 @@ async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None,
         if resume is not None:
             state.version = await restore(actors, str(resume.path))
         # the current version (0 on a fresh start, for generators restarted later too) reaches the store
-        await call_trainer(actors.trainer, "push_weights", state.version)
+        await actors.trainer.push_weights.one(state.version)
         if state.version:
-            await call_all(actors.generator, "update_weights", state.version)
+            await actors.generator.update_weights.all(state.version)
         writer = None if cfg.checkpoint.interval is None else CheckpointWriter(cfg.checkpoint_dir, cfg.checkpoint.keep)
         runner = StepRunner(actors, cfg, state, logger, checkpoint=None if writer is None else
                             lambda step: save_checkpoint(actors, writer, step, state.version, fingerprint))
         if restarts:
             record_metric("run/restarts", restarts, Reduce.MAX)  # in the first row after a recovery
-        if cfg.mode == "sync":
-            await synchronous_steps(runner, start)
-        else:
-            await _run_async(actors, cfg, state, runner, start)
+        await (synchronous_steps if cfg.mode == "sync" else overlapped_steps)(runner, start)
         if cfg.save_final:
-            await call_trainer(actors.trainer, "save", str(Path(cfg.run_dir) / "final"))
+            await actors.trainer.save.one(str(Path(cfg.run_dir) / "final"))
         return state.history
     except (ActorCallError, ActorDiedError) as err:
-        hint = ""
-        if cfg.checkpoint.interval is not None:
-            newest = complete_checkpoints(cfg.checkpoint_dir)
-            hint = f"; resume from {newest[-1]} (resume: auto)" if newest else ""
+        newest = complete_checkpoints(cfg.checkpoint_dir) if cfg.checkpoint.interval is not None else []
+        hint = f"; resume from {newest[-1]} (resume: auto)" if newest else ""
         raise GRPOFailed(f"GRPO stopped at policy version {state.version}: {err}{hint}", state.history) from err
     finally:
         if runner is not None:
-            await runner.abandon_weight_sync()
+            await runner.weights.abandon()
         if actors is not None:
             try:
-                await asyncio.wait_for(call(actors.reward, "close"), 30)
+                await asyncio.wait_for(actors.reward.close.one(), 30)
             except Exception as err:  # already dead or stopped: shutdown below still cleans up
                 log.warning("closing the reward actor: %s", err)
         await shutdown()
@@ -204,54 +292,31 @@ async def run(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None,
         await store.close()
 
 
-def run_fingerprint(cfg: GRPOConfig, model_path: str) -> dict[str, Any]:
-    """What a checkpoint must share with this run to be resumed by it: the model's shape, the
-    loss and the trainer's world size."""
-    model = json.loads((Path(model_path) / "config.json").read_text())
-    shape = {k: model.get(k) for k in ("model_type", "vocab_size", "hidden_size", "num_hidden_layers",
-                                       "num_attention_heads", "num_key_value_heads", "intermediate_size")}
-    return {"model": shape, "loss": type(cfg.trainer.loss).loss_name, "trainer_procs": cfg.runtime_for("trainer").procs,
-            "trainer_engine": cfg.trainer.engine}
-
-
-async def save_checkpoint(actors: Actors, writer: CheckpointWriter, step: int, version: int,
-                          fingerprint: dict[str, Any]) -> None:
-    """Every stateful actor writes its part into a fresh directory, then it is committed at once."""
-    path = str(writer.begin(step))
-    await call_all(actors.trainer, "save_state", path)
-    await call(actors.dataset, "save_state", path)
-    await call_all(actors.generator, "save_state", path)
-    await call(actors.buffer, "save_state", path)
-    writer.commit(version, fingerprint)
-
-
-async def restore(actors: Actors, path: str) -> int:
-    """Load a checkpoint into the freshly spawned actors; returns its policy version."""
-    versions = await call_all(actors.trainer, "load_state", path)
-    await call(actors.dataset, "load_state", path)
-    await call_all(actors.generator, "load_state", path)
-    await call(actors.buffer, "load_state", path)
-    return versions[0]
-
-
-async def _run_async(actors: Actors, cfg: GRPOConfig, state: LoopState, runner: StepRunner, start: int = 0) -> None:
-    """N rollout loops and one training loop; the first failure cancels everything."""
-    tasks = [asyncio.create_task(continuous_rollouts(actors, cfg, state), name=f"continuous_rollouts[{i}]")
-             for i in range(cfg.rollout.loops)]
-    trainer = asyncio.create_task(continuous_training(runner, start), name="continuous_training")
-    tasks.append(trainer)
-    try:
-        while not trainer.done():
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in sorted(done, key=lambda t: t is not trainer):  # the trainer's outcome first
-                if task.exception() is not None:
-                    raise task.exception()
-                if task is not trainer and not state.stop.is_set():
-                    raise GRPOFailed(f"{task.get_name()} ended before training finished")
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+async def run_recovering(cfg: GRPOConfig, classes: Mapping[str, type[Actor]] | None = None) -> list[dict[str, float]]:
+    """:func:`run`, and when an actor's process dies mid-run, run again from the newest checkpoint
+    (up to ``trainer.max_restarts`` times; needs ``checkpoint.interval``). Returns the metrics of
+    every step, each once. A failure that is not a death, or one beyond the budget, is raised."""
+    history: list[dict[str, float]] = []
+    restarts = 0
+    while True:
+        attempt_cfg = cfg if restarts == 0 else cfg.model_copy(update={"resume": "auto"})
+        point = find_resume_point(attempt_cfg.resume, cfg.checkpoint_dir, run_fingerprint(cfg, resolve_model_path(cfg)))
+        start = 0 if point is None else point.step + 1
+        try:
+            rows = await run(attempt_cfg, classes, restarts=restarts)
+            return history[:start] + rows if restarts else rows
+        except GRPOFailed as err:
+            died = isinstance(err.__cause__, ActorDiedError)
+            if not died or cfg.checkpoint.interval is None or restarts >= cfg.trainer.max_restarts \
+                    or not complete_checkpoints(cfg.checkpoint_dir):
+                if died and restarts >= cfg.trainer.max_restarts:
+                    raise GRPOFailed(f"{err} (after {restarts} recoveries: trainer.max_restarts="
+                                     f"{cfg.trainer.max_restarts})") from err.__cause__
+                raise
+            history = history[:start] + err.history
+            restarts += 1
+            log.warning("an actor died (%s); recovery %d/%d: resuming from the newest checkpoint",
+                        err.__cause__, restarts, cfg.trainer.max_restarts)
 
 
 def main(cfg: GRPOConfig) -> list[dict[str, float]]:

@@ -28,7 +28,7 @@ from forge_kernels.eval.cuda.build import default_build_root
 from forge_kernels.eval.deadlines import eval_deadlines
 from forge_kernels.eval.faults import FaultClass
 from forge_kernels.eval.isolation.jail import SANDBOX_ENV_KEYS, JailError
-from forge_kernels.eval.policy import StaticReport, analyze_source
+from forge_kernels.eval.static_checks import StaticReport, analyze_source
 from forge_kernels.eval.request import ChildRequest
 from forge_kernels.eval.results import EvalOptions, EvalResult, HackFinding, loosened_for
 from forge_kernels.eval.runner import ChildReport, run_request

@@ -10,7 +10,7 @@ import torch
 
 from forge_kernels.eval.compare import Output, compare_trial
 from forge_kernels.eval.faults import FaultClass, HackFlag, classify_exception, signal_name
-from forge_kernels.eval.policy import StaticReport
+from forge_kernels.eval.static_checks import StaticReport
 from forge_kernels.eval.profiling import is_candidate_kernel, profiling_ratio
 from forge_kernels.eval.results import EvalOptions, HackFinding, TrialResult
 from forge_kernels.eval.runner import ChildReport

@@ -9,12 +9,14 @@ from actors.replay_buffer import GroupStats, ReplayBuffer
 from forge_kernels.types import Completion, Episode, Turn
 
 
-def group(gid: str, rewards: list[float | None], version: int = 0) -> list[Episode]:
+def group(gid: str, rewards: list[float | None], version: int = 0,
+          profiling: list[float | None] | None = None) -> list[Episode]:
     eps = []
     for i, r in enumerate(rewards):
         c = Completion([1, 2], [3, 4], "", [-1.0, -1.0], version)
-        info = {"reward_valid": r is not None, "correct": bool(r)}
-        eps.append(Episode(f"{gid}-{i}", gid, "t", [Turn(c, reward=r or 0.0, info=info)]))
+        info = {"correct": bool(r), "profiling_ratio": None if profiling is None else profiling[i]}
+        eps.append(Episode(f"{gid}-{i}", gid, "t", [Turn(c, reward=r or 0.0, info=info, success=bool(r),
+                                                         reward_valid=r is not None)]))
     return eps
 
 
@@ -34,8 +36,8 @@ def test_filter_validity_normalisation_and_padding(run):
         return stored
 
     stored = run(scenario())
-    assert len(stored) == 4 and [bool(ep.turns[0].info.get("padding")) for ep in stored] == [False, False, True, True]
-    raw = [ep.turns[0].info["raw_reward"] for ep in stored[:2]]
+    assert len(stored) == 4 and [ep.turns[0].padding for ep in stored] == [False, False, True, True]
+    raw = [ep.turns[0].raw_reward for ep in stored[:2]]
     assert raw == [1.0, 0.0]
     assert [ep.turns[0].reward for ep in stored[:2]] == pytest.approx([1.0, -1.0], abs=1e-5)  # z-scored
 
@@ -85,7 +87,7 @@ class KeepCorrectOnly(ReplayBuffer):
         return bool(episode.turns[0].info.get("correct"))
 
     def is_valid_group(self, group: list[Episode], stats: GroupStats) -> bool:
-        return stats.correct_rate == 1.0
+        return stats.success_rate == 1.0
 
 
 def test_hooks_are_overridable(run):
@@ -99,3 +101,22 @@ def test_hooks_are_overridable(run):
     assert kept and [ep.episode_id for ep in sampled[0]] == ["a-0", "a-2"]
     with pytest.raises(ValueError, match="n_groups must be >= 1"):
         run(KeepCorrectOnly(KeepCorrectOnly.Config()).sample(0, 0))
+
+
+def test_prs_drops_correct_episodes_whose_kernels_do_little_of_the_work(run):
+    async def scenario():
+        buf = await make(prs={"tau": 0.3, "scale": 0.1})
+        # correct with PR 0.9 (always kept), correct with PR 0.1 (never kept), incorrect (always kept)
+        kept = await buf.add(group("a", [1.0, 1.0, 0.0], profiling=[0.9, 0.1, None]))
+        (stored,) = await buf.sample(1, 0)
+        return kept, stored
+
+    kept, stored = run(scenario())
+    assert kept and [ep.episode_id for ep in stored] == ["a-0", "a-2"]
+
+    async def unprofiled():
+        buf = await make(prs={})
+        await buf.add(group("b", [1.0], profiling=[None]))
+
+    with pytest.raises(ValueError, match="profiling ratio.*only on GPUs"):
+        run(unprofiled())

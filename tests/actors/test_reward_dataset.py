@@ -52,7 +52,7 @@ def test_reward_eval_modes_validate():
     with pytest.raises(ConfigError, match="env.config.eval"):
         validate(RewardActor.Config, env({"eval": {"mode": "remote"}}))
     with pytest.raises(ConfigError, match="unknown reward"):
-        validate(RewardActor.Config, env({"reward": {"name": "nope"}}))
+        validate(RewardActor.Config, env({"reward_fn": {"name": "nope"}}))
 
 
 def test_dataset_epochs_curriculum_and_prompts(checkpoint, run):

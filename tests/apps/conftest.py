@@ -43,7 +43,18 @@ class BrokenReward(EvenTokenReward):
         return await super().score(task, completions)
 
 
+class ProfiledReward(EvenTokenReward):
+    """Every kernel "correct", as a GPU evaluation would report it: completions at even positions
+    of a call with profiling ratio 0.0 (the work done outside the candidate's kernels), the others
+    1.0 — the facts PRS reads. Profiling needs a GPU, so on CPU this stands in for the evaluator."""
+
+    @endpoint
+    async def score(self, task: Task, completions: list[Completion]) -> list[Outcome]:
+        return [Outcome(1.0, True, "", {"correct": True, "profiling_ratio": float(i % 2)}, {"correct": 1.0})
+                for i, _ in enumerate(completions)]
+
+
 @pytest.fixture
 def rewards():
     """The test reward actor classes (conftest modules are not importable by name)."""
-    return {"even": EvenTokenReward, "broken": BrokenReward}
+    return {"even": EvenTokenReward, "broken": BrokenReward, "profiled": ProfiledReward}

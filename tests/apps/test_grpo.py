@@ -54,5 +54,15 @@ def test_config_errors_name_the_problem(tiny_config):
         tiny_config("trainer.loss={name: trloo}", "advantages.estimator=grpo")
     with pytest.raises(ConfigError, match="use_reference is false"):
         tiny_config("use_reference=false", "trainer.loss.beta=0.1")
-    with pytest.raises(ConfigError, match="cannot be imported"):
+    with pytest.raises(ConfigError, match="cannot import .Buffer. from module .no_such_module."):
         asyncio.run(run(tiny_config("actor_classes.buffer=no_such_module:Buffer")))
+
+
+def test_prs_in_the_buffer_drops_correct_episodes_with_little_kernel_work(tiny_config, rewards, tmp_path):
+    """Profiling rejection sampling wired end to end: the reward's profiling ratio travels in the
+    turn to the buffer, which drops the correct episodes whose ratio is below tau (half of them)."""
+    cfg = tiny_config("mode=sync", "steps=2", "rollout.group_size=4", "rollout.groups_per_step=2",
+                      "buffer.prs={tau: 0.3, scale: 0.1}")
+    history = asyncio.run(run(cfg, classes={"reward": rewards["profiled"]}))
+    assert [h["buffer/prs_rejected/sum"] for h in history] == [4.0, 4.0]  # 2 of 4 in each of 2 groups
+    assert [h["buffer/filtered_items/sum"] for h in history] == [0.0, 0.0]

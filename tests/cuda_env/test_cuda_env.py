@@ -9,7 +9,7 @@ import pytest
 from forge_kernels.env.base import EnvSpec, build_environment, environment_class, environment_names
 from forge_kernels.env.cuda import CUDA_SYSTEM_PROMPT, ONE_SHOT_SOLUTION, CudaKernelEnv
 from forge_kernels.eval.cuda.build import toolchain
-from forge_kernels.eval.cuda.policy import analyze_cuda_source
+from forge_kernels.eval.cuda.static_checks import analyze_cuda_source
 
 
 def reply(code: str) -> str:

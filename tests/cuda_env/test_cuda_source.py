@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from forge_kernels.eval.cuda.policy import analyze_cuda_source, cuda_kernel_names
+from forge_kernels.eval.cuda.static_checks import analyze_cuda_source, cuda_kernel_names
 from forge_kernels.eval.cuda.source import ExtensionSpec, SpecError, extension_specs
 from forge_kernels.eval.profiling import is_candidate_kernel, profiling_ratio
 

@@ -18,7 +18,8 @@ from forge_kernels.env.base import (
     environment_names,
     register_environment,
 )
-from forge_kernels.env.triton import SuccessConfig, TritonKernelEnv
+from forge_kernels.env.kernel import SuccessConfig
+from forge_kernels.env.triton import TritonKernelEnv
 from forge_kernels.tasks.loaders import load_builtin_tasks
 
 (RELU,) = load_builtin_tasks(names=["level1/relu"])
@@ -51,7 +52,7 @@ def test_registry_lists_triton_and_resolves_import_paths():
     ("nope", r"unknown environment 'nope'; registered: .*triton"),
     ("no_such_module:Env", r"cannot import 'Env' from module 'no_such_module'"),
     ("forge_kernels.env.base:NoSuchClass", r"cannot import 'NoSuchClass'"),
-    ("forge_kernels.env.base:EnvSpec", r"is <class .*EnvSpec'>, not an Environment subclass"),
+    ("forge_kernels.env.base:EnvSpec", r"needs an Environment subclass, got <class .*EnvSpec'>"),
 ])
 def test_bad_names_fail_at_validation_naming_the_value(name, message):
     with pytest.raises(ConfigError, match=message) as err:
@@ -102,7 +103,7 @@ def test_triton_env_round_trip():
         "tasks": {"source": "builtin", "levels": [1], "names": ["level1/relu", "level1/add"]},
         "prompt": {"one_shot": False},
         "eval": {"mode": "embedded", "options": {"trials": 1, "alt_shape_trials": 0}},
-        "reward": {"name": "tritonforge"}}))
+        "reward_fn": {"name": "tritonforge"}}))
     tasks = env.load_tasks()
     assert sorted(t.name for t in tasks) == ["level1/add", "level1/relu"]
     relu = next(t for t in tasks if t.name == "level1/relu")

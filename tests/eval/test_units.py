@@ -11,7 +11,7 @@ from forge_kernels.eval import EvalOptions, EvalResult, FaultClass, HackFinding,
 from forge_kernels.eval.channel import frame_tensor, parse_frames
 from forge_kernels.eval.compare import Output, compare_trial
 from forge_kernels.eval.faults import classify_exception
-from forge_kernels.eval.policy import analyze_source
+from forge_kernels.eval.static_checks import analyze_source
 from forge_kernels.eval.profiling import is_candidate_kernel, profiling_ratio
 from forge_kernels.eval.timing import TimingPrimitives, speedup, summarize
 from forge_kernels.env.feedback import format_feedback

@@ -49,7 +49,7 @@ class EvenShareReward(RewardActor):
         out = []
         for c in completions:
             share = sum(t % 2 == 0 for t in c.token_ids) / max(len(c.token_ids), 1)
-            out.append(Outcome(share, share > 0.6, f"even share {share:.2f}", {"correct": share > 0.6}))
+            out.append(Outcome(share, share > 0.6, f"even share {share:.2f}", metrics={"correct": float(share > 0.6)}))
         return out
 
     @endpoint

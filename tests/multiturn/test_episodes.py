@@ -6,11 +6,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from actors.engines.batching import collate_turns, is_prefix_chained
+from actors.engines.batching import collate_turns
 from forge_kernels.env.base import Action, Environment, Outcome
 from forge_kernels.env.conversation import ConversationTokens
-from forge_kernels.env.multiturn import Continuation, EnvTurnFeedback, TurnsConfig, run_episodes
-from forge_kernels.env.stts import STTSContext
+from forge_kernels.rollout import Continuation, EnvTurnFeedback, STTSContext, TurnsConfig, run_episodes
 from forge_kernels.types import Completion
 
 INITIAL = [1, 2, 3]
@@ -26,7 +25,8 @@ class ScriptedBackend:
     done: set[int] = field(default_factory=set)
     prompts: list[list[list[int]]] = field(default_factory=list)
 
-    async def generate(self, prompts):
+    async def generate(self, prompts, n):
+        prompts = [p for p in prompts for _ in range(n)]  # the first turn: one prompt, n samples
         self.prompts.append(prompts)
         k = len(self.prompts)
         return [Completion(list(p), [100 * k + j, EOS], f"reply {100 * k + j}", [-0.5, -0.1], policy_version=7 - k)
@@ -58,8 +58,8 @@ def test_stop_reasons_and_turn_info(run):
     eps = run(run_episodes("task", INITIAL, 3, backend, TurnsConfig(max_turns=3), group_id="g", task_name="t"))
     # 100 solves at turn 1; 101 -> 200 solves at turn 2; 102 -> 201 -> 300 runs out of turns
     assert [len(ep.turns) for ep in eps] == [1, 2, 3]
-    assert [ep.turns[-1].info["stop_reason"] for ep in eps] == ["done", "done", "max_turns"]
-    assert [t.info["turn"] for t in eps[2].turns] == [1, 2, 3]
+    assert [ep.stop_reason for ep in eps] == ["done", "done", "max_turns"]
+    assert [t.index for t in eps[2].turns] == [1, 2, 3]
     assert [ep.episode_id for ep in eps] == ["g-0", "g-1", "g-2"] and {ep.group_id for ep in eps} == {"g"}
     assert eps[2].policy_version == 4  # the oldest turn's version (turn 3 was stamped 7 - 3)
 
@@ -71,7 +71,7 @@ def test_next_prompt_is_previous_sequence_plus_boundary(run):
     ep = eps[1]
     assert ep.turns[1].completion.prompt_ids == INITIAL + [101, EOS] + [50, 101]
     assert ep.turns[2].completion.prompt_ids == INITIAL + [101, EOS, 50, 101] + [201, EOS, 50, 201]
-    assert all(is_prefix_chained(e) for e in eps)
+    assert all(e.is_prefix_chained() for e in eps)
     batch = collate_turns(eps, pad_id=0)
     assert len(batch) == 2  # one row per episode
     assert batch.target_ids[1][batch.loss_mask[1]].tolist() == [101, EOS, 201, EOS, 301, EOS]
@@ -90,15 +90,15 @@ def test_context_cap_stops_before_a_turn_that_would_not_fit(run):
     backend = ScriptedBackend()
     eps = run(run_episodes("task", INITIAL, 1, backend, TurnsConfig(max_turns=5, max_context_tokens=10, stop_on="never"),
                            group_id="g", task_name="t", response_tokens=3))
-    assert len(eps[0].turns) == 2 and eps[0].turns[-1].info["stop_reason"] == "context_limit"
+    assert len(eps[0].turns) == 2 and eps[0].stop_reason == "context_limit"
 
 
 def test_scorer_failure_ends_the_episode_and_marks_the_turn_invalid(run):
     backend = ScriptedBackend(rewards={101: None})
     eps = run(run_episodes("task", INITIAL, 2, backend, TurnsConfig(max_turns=2, stop_on="never"),
                            group_id="g", task_name="t"))
-    assert len(eps[1].turns) == 1 and eps[1].turns[0].info["reward_valid"] is False
-    assert eps[1].turns[0].info["stop_reason"] == "scorer_failed" and eps[1].turns[0].reward == 0.0
+    assert len(eps[1].turns) == 1 and eps[1].turns[0].reward_valid is False
+    assert eps[1].stop_reason == "scorer_failed" and eps[1].turns[0].reward == 0.0
     assert len(eps[0].turns) == 2
 
 
@@ -111,7 +111,7 @@ def test_stts_context_keeps_the_first_prompt_and_the_best_earlier_turns(run):
     assert prompts[1] == INITIAL + [100, EOS, 50, 100]
     assert prompts[2] == INITIAL + [200, EOS, 50, 200]  # 0.9 beats 0.5
     assert prompts[3] == INITIAL + [200, EOS, 50, 200]  # 0.1 does not displace it
-    assert not is_prefix_chained(eps[0])
+    assert not eps[0].is_prefix_chained()
     assert len(collate_turns(eps, pad_id=0)) == 4  # unchained: one row per turn
 
 
@@ -119,7 +119,7 @@ def test_bad_arguments_are_named(run):
     with pytest.raises(ValueError, match="n must be >= 1"):
         run(run_episodes("task", INITIAL, 0, ScriptedBackend(), TurnsConfig(), group_id="g"))
     with pytest.raises(ValueError, match="initial_ids is empty"):
-        run(run_episodes("task", [], 1, ScriptedBackend(), TurnsConfig(), group_id="g"))
+        run(run_episodes("task", [], 1, ScriptedBackend(), TurnsConfig(max_turns=2), group_id="g"))
 
 
 class EchoEnv(Environment):

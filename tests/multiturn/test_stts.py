@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from forge_kernels.env.multiturn import Segment
-from forge_kernels.env.stts import STTSContext, select_turns
-from forge_kernels.env.turn_metrics import turn_summary
+from forge_kernels.eval.results import is_fast
+from forge_kernels.rollout import Segment, STTSContext, batch_metrics, select_turns, turn_summary
 from forge_kernels.types import Completion, Episode, Turn
 
 
@@ -32,8 +31,10 @@ def test_stts_context_concatenates_the_chosen_turns_ids():
 def ep(*turns, timed=False):
     out = []
     for reward, correct, speedup in turns:
-        info = {"correct": correct, "speedup": speedup, "timing_available": timed}
-        out.append(Turn(Completion([1], [2], "", [0.0], 0), reward=reward, info=info))
+        metrics = {"correct": float(correct)}  # what the kernel environment reports
+        if timed:
+            metrics["fast_1"] = float(is_fast(correct, speedup, 1.0))
+        out.append(Turn(Completion([1], [2], "", [0.0], 0), reward=reward, success=correct, metrics=metrics))
     return Episode("e", "g", "t", out)
 
 
@@ -64,3 +65,14 @@ def test_turn_summary_fast_1_when_timed():
     assert s["turn/1/fast_1"] == 0.0 and s["turn/2/fast_1"] == 1.0
     assert s["best/fast_1"] == 0.5 and s["last/fast_1"] == 0.5
     assert turn_summary([]) == {}
+
+
+def test_a_metric_some_turns_lack_counts_zero_and_padding_is_left_out():
+    timed = ep((1.0, True, 2.0), timed=True)
+    untimed = ep((0.0, False, None))  # e.g. no code: never timed, so not fast
+    padded = ep((1.0, True, 3.0), timed=True)
+    padded.turns[0].padding = True
+    m = batch_metrics([timed, untimed, padded])
+    assert m["reward/fast_1"] == [1.0, 0.0] and m["reward/correct"] == [1.0, 0.0]
+    assert m["reward/total"] == [1.0, 0.0]
+    assert turn_summary([timed, untimed])["turn/1/fast_1"] == 0.5

@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from forge_kernels.eval.cuda.build import BuildResult, build_extension
-from forge_kernels.eval.cuda.policy import analyze_cuda_source
+from forge_kernels.eval.cuda.static_checks import analyze_cuda_source
 from forge_kernels.eval.cuda.source import ExtensionSpec
 from forge_kernels.eval.faults import FaultClass
 from forge_kernels.eval.results import EvalOptions, EvalResult

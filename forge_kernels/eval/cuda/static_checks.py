@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from forge_kernels.eval.cuda.source import ExtensionSpec, SpecError, extension_specs
-from forge_kernels.eval.policy import TORCH_COMPUTE_NAMES, StaticReport, analyze_source, parse_source
+from forge_kernels.eval.static_checks import TORCH_COMPUTE_NAMES, StaticReport, analyze_source, parse_source
 
 __all__ = ["CudaStaticReport", "analyze_cuda_source", "cuda_kernel_names"]
 
