@@ -18,7 +18,7 @@ import statistics
 import time
 
 from forge_kernels.eval import EvalOptions, Evaluator
-from forge_kernels.eval.policy import analyze_source
+from forge_kernels.eval.static_checks import analyze_source
 from forge_kernels.eval.runner import run_fresh_process
 from forge_kernels.tasks.task import Task
 
