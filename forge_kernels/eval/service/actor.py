@@ -3,9 +3,9 @@
 ::
 
     svc = await spawn(EvalWorker, {"device": "cpu"}, backend="monarch", replicas=4)
-    result = await svc.evaluate.route(task, code, EvalOptions())      # least-loaded replica
+    result = await svc.evaluate.one(task, code, EvalOptions())        # least-loaded replica
     ...
-    await svc.close.fanout()                                          # stop the zygotes
+    await svc.close.all()                                             # stop the zygotes
     await svc.stop()
 
 Each actor runs the same :class:`Scheduler` as an eval server (cache, idempotent ids, deadlines,
