@@ -53,3 +53,16 @@ def _reorder_tolerance(depth: int, dtype=None, cancellation: float = 4.0) -> flo
 def reorder_tolerance():
     """``reorder_tolerance(depth, dtype=torch.float32)``: see :func:`_reorder_tolerance`."""
     return _reorder_tolerance
+
+
+# a corpus shaped like the kernel prompts, for a tokenizer trained in a second
+TOKENIZER_CORPUS = ["def forward(self, x):\n    return x * 2\n", "Result: output_value_mismatch. The output values differ.",
+                    "Write ModelNew using Triton kernels.", "```python\nimport torch\n```"] * 4
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """A tiny model's tokenizer: byte-level BPE, ChatML template, eos ``<|im_end|>``."""
+    from forge_kernels.models.tiny import train_tokenizer
+
+    return train_tokenizer(TOKENIZER_CORPUS, vocab_size=300)

@@ -43,6 +43,26 @@ class BrokenReward(EvenTokenReward):
         return await super().score(task, completions)
 
 
+class EvenShareReward(RewardActor):
+    """Reward = share of even token ids (a signal a random tiny model can move); solved above 0.6.
+    The feedback says the share, so later turns see something that depends on the earlier ones."""
+
+    async def setup(self) -> None:
+        self.closed = False
+
+    @endpoint
+    async def score(self, task: Task, completions: list[Completion]) -> list[Outcome]:
+        out = []
+        for c in completions:
+            share = sum(t % 2 == 0 for t in c.token_ids) / max(len(c.token_ids), 1)
+            out.append(Outcome(share, share > 0.6, f"even share {share:.2f}", metrics={"correct": float(share > 0.6)}))
+        return out
+
+    @endpoint
+    async def close(self) -> None:
+        self.closed = True
+
+
 class ProfiledReward(EvenTokenReward):
     """Every kernel "correct", as a GPU evaluation would report it: completions at even positions
     of a call with profiling ratio 0.0 (the work done outside the candidate's kernels), the others
@@ -58,3 +78,9 @@ class ProfiledReward(EvenTokenReward):
 def rewards():
     """The test reward actor classes (conftest modules are not importable by name)."""
     return {"even": EvenTokenReward, "broken": BrokenReward, "profiled": ProfiledReward}
+
+
+@pytest.fixture
+def even_share_reward():
+    """The multi-turn GRPO tests' reward actor (solved when most token ids are even)."""
+    return EvenShareReward

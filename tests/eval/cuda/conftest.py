@@ -16,7 +16,7 @@ CANDIDATES = Path(__file__).parent / "candidates"
 
 @pytest.fixture(scope="session")
 def candidate():
-    """``candidate(name)``: the source of tests/cuda_env/candidates/<name>.py."""
+    """``candidate(name)``: the source of tests/eval/cuda/candidates/<name>.py."""
     return lambda name: (CANDIDATES / f"{name}.py").read_text()
 
 

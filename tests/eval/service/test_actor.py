@@ -11,7 +11,7 @@ from forge_kernels.eval import EvalOptions, FaultClass
 from forge_kernels.eval.service.actor import EvalWorker
 from forge_kernels.runtime import Service, spawn
 
-KERNELS = Path(__file__).resolve().parents[1] / "eval" / "kernels"
+KERNELS = Path(__file__).resolve().parents[2] / "eval" / "kernels"
 FAST = EvalOptions(trials=1, alt_shape_trials=0, timeout_s=20.0, host_memory_mb=1024)
 
 

@@ -9,7 +9,7 @@ import pytest
 from apps.eval.config import EvalAppConfig
 from forge_kernels.config import load_config
 
-TINY = Path(__file__).resolve().parents[2] / "configs" / "eval_tiny.yaml"
+TINY = Path(__file__).resolve().parents[3] / "configs" / "eval_tiny.yaml"
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from forge_kernels.config import ConfigError, StrictModel, load_config, run_app, to_yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Optim(StrictModel):

@@ -14,7 +14,7 @@ from apps.eval.main import main, run
 from forge_kernels.config import ConfigError, run_app
 from apps.eval.report import MetricsSummary
 
-TINY = Path(__file__).resolve().parents[2] / "configs" / "eval_tiny.yaml"
+TINY = Path(__file__).resolve().parents[3] / "configs" / "eval_tiny.yaml"
 
 
 

@@ -13,7 +13,7 @@ import pytest
 from forge_kernels.eval import EvalOptions
 from forge_kernels.eval.service import EvalClient, EvalRequestError, EvalServiceUnavailable, LocalEvalServer
 
-KERNELS = Path(__file__).resolve().parents[1] / "eval" / "kernels"
+KERNELS = Path(__file__).resolve().parents[2] / "eval" / "kernels"
 FAST = EvalOptions(trials=1, alt_shape_trials=0, timeout_s=20.0, host_memory_mb=1024)
 
 

@@ -14,7 +14,7 @@ from apps.eval.main import run
 from forge_kernels.config import load_config
 from apps.eval.report import MetricsSummary
 
-GPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "eval_gpu.yaml"
+GPU_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "eval_gpu.yaml"
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

@@ -20,7 +20,7 @@ from apps.grpo.main import run
 from forge_kernels.config import load_config
 from apps.grpo.config import GRPOConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_async_run_on_monarch(tmp_path):

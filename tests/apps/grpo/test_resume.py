@@ -20,7 +20,7 @@ import pytest
 from apps.grpo.main import GRPOFailed, run
 from forge_kernels.checkpoint import CheckpointError, CheckpointWriter, find_resume_point
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # timings differ run to run; everything else a step logs must repeat exactly
 TIMING = ("perf/", "env/step_s")
 

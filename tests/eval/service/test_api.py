@@ -16,7 +16,7 @@ from forge_kernels.eval.service.models import ServerConfig
 from forge_kernels.eval.service.server import check_bind_allowed, create_app
 
 
-KERNELS = Path(__file__).resolve().parents[1] / "eval" / "kernels"
+KERNELS = Path(__file__).resolve().parents[2] / "eval" / "kernels"
 FAST = EvalOptions(trials=1, alt_shape_trials=0, timeout_s=20.0, host_memory_mb=1024)
 
 
