@@ -20,7 +20,7 @@ from actors.common import load_tokenizer
 from forge_kernels.config import StrictModel
 from forge_kernels.env.base import EnvSpec, Outcome, build_environment
 from forge_kernels.env.conversation import ConversationTokens
-from forge_kernels.rollout.backend import Continuation, EnvTurnFeedback
+from forge_kernels.rollout.backends import Continuation, EnvTurnFeedback
 from forge_kernels.env.prompts import ChatMessage
 from forge_kernels.runtime import Actor, endpoint
 from forge_kernels.types import Completion

@@ -8,11 +8,15 @@ management and metrics.
 :class:`LocalTurnBackend` (in this process: the eval app, benches).
 """
 
-from forge_kernels.rollout.actors import ActorTurnBackend
-from forge_kernels.rollout.backend import Continuation, EnvTurnFeedback, TurnBackend
+from forge_kernels.rollout.backends import (
+    ActorTurnBackend,
+    Continuation,
+    EnvTurnFeedback,
+    LocalTurnBackend,
+    TurnBackend,
+)
 from forge_kernels.rollout.context import ContextBuilder, Segment, STTSContext, full_context, select_turns
 from forge_kernels.rollout.episodes import EpisodeState, TurnsConfig, run_episodes, turn_from_outcome
-from forge_kernels.rollout.local import LocalTurnBackend
 from forge_kernels.rollout.metrics import batch_metrics, turn_summary
 
 __all__ = [

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from forge_kernels.config import StrictModel
 from forge_kernels.env.base import Outcome
-from forge_kernels.rollout.backend import TurnBackend
+from forge_kernels.rollout.backends import TurnBackend
 from forge_kernels.rollout.context import ContextBuilder, Segment, full_context
 from forge_kernels.types import Completion, Episode, Turn
 
